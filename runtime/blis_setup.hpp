@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// BLIS configuration chosen at start-up: single-threaded inside tasks, best kernels for this CPU.
+#pragma once
+
+#include <string>
+
+namespace dtnn::runtime {
+
+struct BlisSetup {
+  std::string version;  // BLIS version string
+  std::string arch;     // sub-configuration in use, e.g. "skx", "zen3", "generic"
+  std::string reason;   // why this one: user's BLIS_ARCH_TYPE, AVX-512 upgrade or BLIS's own detection
+};
+
+// Idempotent and thread-safe. Must run before any other BLIS call in the process: BLIS reads
+// BLIS_ARCH_TYPE once, at its first use.
+const BlisSetup& configure_blis();
+
+}  // namespace dtnn::runtime

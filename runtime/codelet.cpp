@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/codelet.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "runtime/errors.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/trace.hpp"
+
+namespace dtnn::runtime {
+namespace {
+
+uint32_t footprint_with_args(starpu_task* task) {
+  return starpu_hash_crc32c_be_n(task->cl_arg, task->cl_arg_size, starpu_task_data_footprint(task));
+}
+
+}  // namespace
+
+Codelet::Codelet(const char* name, starpu_cpu_func_t cpu, std::initializer_list<starpu_data_access_mode> modes,
+                 Footprint footprint) {
+  model_.type = STARPU_HISTORY_BASED;
+  model_.symbol = name;
+  if (footprint == Footprint::kDataAndArgs) {
+    model_.footprint = footprint_with_args;
+  }
+  cl_.where = STARPU_CPU;
+  cl_.cpu_funcs[0] = cpu;
+  cl_.name = name;
+  cl_.model = &model_;
+  if (modes.size() == 0) {
+    cl_.nbuffers = STARPU_VARIABLE_NBUFFERS;
+  } else {
+    cl_.nbuffers = static_cast<int>(modes.size());
+    std::size_t i = 0;
+    for (starpu_data_access_mode m : modes) {
+      cl_.modes[i++] = m;
+    }
+  }
+}
+
+void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data, const void* args,
+                 std::size_t args_size) {
+  if (data.size() > STARPU_NMAXBUFS) {
+    throw InvalidArgument(fmt::format("{}: {} buffers in one task, expected at most {} (StarPU's build)", info.name,
+                                      data.size(), STARPU_NMAXBUFS));
+  }
+  if (!cl.variable_buffers() && static_cast<int>(data.size()) != cl.get()->nbuffers) {
+    throw InvalidArgument(fmt::format("{}: codelet {} takes {} buffers, got {}", info.name, cl.name(),
+                                      cl.get()->nbuffers, data.size()));
+  }
+  starpu_task* task = starpu_task_create();
+  task->cl = cl.get();
+  if (cl.variable_buffers()) {
+    task->nbuffers = static_cast<int>(data.size());
+  }
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    task->handles[i] = data[i].handle;
+    if (cl.variable_buffers()) {
+      task->modes[i] = data[i].mode;
+    }
+  }
+  if (args_size > 0) {
+    void* copy = std::malloc(args_size);
+    if (copy == nullptr) {
+      starpu_task_destroy(task);
+      throw std::bad_alloc();
+    }
+    std::memcpy(copy, args, args_size);
+    task->cl_arg = copy;
+    task->cl_arg_size = args_size;
+    task->cl_arg_free = 1;
+  }
+  task->name = intern(info.name);
+  task->flops = info.flops;
+  task->priority = clamp_priority(info.priority);
+  Tracer::attach(task, info.tile);
+  const int rc = starpu_task_submit(task);
+  if (rc != 0) {
+    task->destroy = 0;
+    starpu_task_destroy(task);
+    throw RuntimeError(fmt::format("{}: starpu_task_submit failed ({}{})", info.name, rc,
+                                   rc == -ENODEV ? ": no worker can run this codelet" : ""));
+  }
+}
+
+const char* intern(std::string_view name) {
+  static std::mutex mutex;
+  static std::set<std::string, std::less<>> names;
+  std::lock_guard lock(mutex);
+  auto it = names.find(name);
+  if (it == names.end()) {
+    it = names.emplace(name).first;
+  }
+  return it->c_str();
+}
+
+}  // namespace dtnn::runtime

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// Codelet helper and typed task submission. Every codelet gets a history-based performance model named
+// after it, so that StarPU's model-based schedulers learn each task type per shape.
+#pragma once
+
+#include <starpu.h>
+
+#include <cstddef>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace dtnn::runtime {
+
+// What distinguishes the histories of a performance model: the sizes of the data only, or the sizes and
+// the task's argument struct (its shape fields), for codelets whose cost depends on more than sizes.
+enum class Footprint { kData, kDataAndArgs };
+
+class Codelet {
+ public:
+  // modes: the access mode of each buffer; empty means a variable number of buffers whose modes come with
+  // each task.
+  Codelet(const char* name, starpu_cpu_func_t cpu, std::initializer_list<starpu_data_access_mode> modes,
+          Footprint footprint = Footprint::kDataAndArgs);
+  Codelet(const Codelet&) = delete;
+  Codelet& operator=(const Codelet&) = delete;
+
+  [[nodiscard]] starpu_codelet* get() { return &cl_; }
+  [[nodiscard]] const char* name() const { return cl_.name; }
+  [[nodiscard]] bool variable_buffers() const { return cl_.nbuffers == STARPU_VARIABLE_NBUFFERS; }
+
+ private:
+  starpu_codelet cl_{};
+  starpu_perfmodel model_{};
+};
+
+struct Access {
+  starpu_data_handle_t handle;
+  starpu_data_access_mode mode;
+};
+
+// How a task shows in traces and schedulers.
+struct TaskInfo {
+  std::string_view name;  // "<layer>:<pass>", e.g. "conv1:bwd_weights"
+  int tile = -1;          // batch tile index, -1 when the task is not per tile
+  double flops = 0.0;
+  int priority = 0;       // clamped to the scheduler's range
+};
+
+// Submits a task with a copy of the argument bytes; throws dtnn::RuntimeError when StarPU refuses it.
+void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data, const void* args,
+                 std::size_t args_size);
+
+template <class Args>
+void submit_task(Codelet& cl, const TaskInfo& info, std::initializer_list<Access> data, const Args& args) {
+  static_assert(std::is_trivially_copyable_v<Args>, "task arguments are copied as bytes");
+  submit_task(cl, info, std::span<const Access>(data.begin(), data.size()), &args, sizeof(Args));
+}
+
+template <class Args>
+void submit_task(Codelet& cl, const TaskInfo& info, const std::vector<Access>& data, const Args& args) {
+  static_assert(std::is_trivially_copyable_v<Args>, "task arguments are copied as bytes");
+  submit_task(cl, info, std::span<const Access>(data), &args, sizeof(Args));
+}
+
+// Argument bytes of the running task, for codelet bodies.
+template <class Args>
+const Args& task_args(void* cl_arg) {
+  return *static_cast<const Args*>(cl_arg);
+}
+
+inline float* vector_ptr(void* buffer) { return reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffer)); }
+inline std::size_t vector_size(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
+
+// A stable C string for a task name (StarPU keeps the pointer).
+const char* intern(std::string_view name);
+
+}  // namespace dtnn::runtime

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/engine.hpp"
+
+#include <starpu.h>
+
+#include <algorithm>
+#include <array>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runtime/blis_setup.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn::runtime {
+namespace {
+
+Engine* g_current = nullptr;
+
+constexpr std::array kKnownSchedulers = {"lws", "ws", "prio", "eager", "random", "dm", "dmda", "dmdas",
+                                         "dmdar", "dmdap", "heft", "pheft", "peager", "graph_test",
+                                         "modular-eager", "modular-heft", "modular-prio"};
+
+}  // namespace
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+  if (g_current != nullptr) {
+    throw InvalidArgument("Engine: a StarPU engine is already running in this process, expected at most one");
+  }
+  if (std::find(kKnownSchedulers.begin(), kKnownSchedulers.end(), options_.scheduler_) == kKnownSchedulers.end()) {
+    std::string known;
+    for (const char* s : kKnownSchedulers) {
+      known += known.empty() ? s : fmt::format(", {}", s);
+    }
+    throw InvalidArgument(fmt::format("Engine: unknown scheduler '{}', expected one of {}", options_.scheduler_, known));
+  }
+  if (options_.workers_ < 0) {
+    throw InvalidArgument(fmt::format("Engine: workers={}, expected 0 (all cores) or a positive count", options_.workers_));
+  }
+  configure_blis();
+
+  starpu_conf conf;
+  starpu_conf_init(&conf);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int requested = options_.workers_ > 0 ? options_.workers_ : cores;
+  conf.ncpus = std::min(requested, STARPU_MAXCPUS);
+  conf.ncuda = 0;
+  conf.nopencl = 0;
+  conf.sched_policy_name = options_.scheduler_.c_str();
+  // Workers are bound to cores; the submitting thread must not steal a core from them.
+  const int rc = starpu_init(&conf);
+  if (rc != 0) {
+    throw RuntimeError(fmt::format("Engine: starpu_init failed ({}), scheduler '{}', {} CPU workers", rc,
+                                   options_.scheduler_, conf.ncpus));
+  }
+  if (options_.profiling_ != 0) {
+    starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+  }
+  cpu_workers_ = static_cast<int>(starpu_cpu_worker_get_count());
+  g_current = this;
+}
+
+Engine::~Engine() {
+  starpu_task_wait_for_all();
+  starpu_shutdown();
+  g_current = nullptr;
+}
+
+std::string Engine::describe() const {
+  const BlisSetup& blis = configure_blis();
+  int major = 0, minor = 0, release = 0;
+  starpu_get_version(&major, &minor, &release);
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers; BLIS {} '{}' ({})", major, minor, release,
+                     options_.scheduler_, cpu_workers_, blis.version, blis.arch, blis.reason);
+}
+
+void Engine::wait_all() {
+  const int rc = starpu_task_wait_for_all();
+  if (rc != 0) {
+    throw RuntimeError(fmt::format("Engine: starpu_task_wait_for_all failed ({})", rc));
+  }
+  rethrow_task_failures();
+}
+
+Engine* Engine::current() { return g_current; }
+
+int clamp_priority(int priority) {
+  return std::clamp(priority, starpu_sched_get_min_priority(), starpu_sched_get_max_priority());
+}
+
+}  // namespace dtnn::runtime

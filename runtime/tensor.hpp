@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tensor: move-only owner of an NCHW fp32 buffer and of the StarPU handles that cover it.
+// A tensor is split along its first dimension into batch tiles, one StarPU handle per tile, so that
+// a layer submits one task per tile. Parameters and other unbatched tensors have a single tile.
+#pragma once
+
+#include <starpu.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dtnn {
+
+using Shape = std::vector<std::int64_t>;
+
+std::int64_t numel(const Shape& shape);
+std::string to_string(const Shape& shape);  // "(64, 1, 28, 28)"
+
+// Rows [begin, begin + count) of the first dimension.
+struct TileRange {
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+};
+
+// Splits n rows into min(tiles, n) ranges whose sizes differ by at most one (larger ones first).
+std::vector<TileRange> split_rows(std::int64_t n, int tiles);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Zero-filled. tiles > 1 splits the first dimension (see split_rows).
+  explicit Tensor(Shape shape, int tiles = 1);
+  ~Tensor();
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+
+  [[nodiscard]] bool defined() const { return data_ != nullptr; }
+  [[nodiscard]] const Shape& shape() const { return shape_; }
+  [[nodiscard]] std::int64_t numel() const { return numel_; }
+  [[nodiscard]] std::int64_t row_elements() const;  // elements per index of the first dimension
+  [[nodiscard]] int tiles() const { return static_cast<int>(handles_.size()); }
+  [[nodiscard]] TileRange tile_range(int t) const { return ranges_.at(t); }
+  [[nodiscard]] starpu_data_handle_t tile(int t) const { return handles_.at(t); }
+  // The single handle of an untiled tensor.
+  [[nodiscard]] starpu_data_handle_t handle() const;
+
+  // Scoped host access: acquires every tile in the given mode (waiting for the tasks that use them),
+  // releases them on destruction.
+  class HostAccess {
+   public:
+    HostAccess(const Tensor& t, starpu_data_access_mode mode);
+    ~HostAccess();
+    HostAccess(const HostAccess&) = delete;
+    HostAccess& operator=(const HostAccess&) = delete;
+    [[nodiscard]] std::span<float> data() const { return {ptr_, static_cast<std::size_t>(count_)}; }
+    float& operator[](std::int64_t i) const { return ptr_[i]; }
+
+   private:
+    const Tensor* tensor_;
+    float* ptr_;
+    std::int64_t count_;
+  };
+  [[nodiscard]] HostAccess read() const { return HostAccess(*this, STARPU_R); }
+  [[nodiscard]] HostAccess write() { return HostAccess(*this, STARPU_W); }
+  [[nodiscard]] HostAccess read_write() { return HostAccess(*this, STARPU_RW); }
+
+  // Host-side conveniences (each waits for pending tasks on the tensor).
+  [[nodiscard]] std::vector<float> to_vector() const;
+  void copy_from(std::span<const float> values);
+  void fill(float value);
+
+ private:
+  void release() noexcept;
+
+  Shape shape_;
+  std::int64_t numel_ = 0;
+  float* data_ = nullptr;
+  std::vector<TileRange> ranges_;
+  std::vector<starpu_data_handle_t> handles_;
+};
+
+}  // namespace dtnn

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/trace.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/errors.hpp"
+
+namespace dtnn::runtime {
+namespace {
+
+std::atomic<bool> g_active{false};
+std::mutex g_mutex;
+std::vector<TraceEvent> g_events;
+
+struct Pending {
+  starpu_task* task;
+  int tile;
+};
+
+// Runs on the worker after the task; profiling info is valid here.
+void on_task_end(void* arg) {
+  const Pending pending = *static_cast<Pending*>(arg);
+  delete static_cast<Pending*>(arg);
+  const starpu_task* task = pending.task;
+  if (task->profiling_info == nullptr) {
+    return;
+  }
+  TraceEvent e;
+  e.name = task->name != nullptr ? task->name : "task";
+  e.tile = pending.tile;
+  e.flops = task->flops;
+  e.worker = task->profiling_info->workerid;
+  e.start_us = starpu_timing_timespec_to_us(&task->profiling_info->start_time);
+  e.end_us = starpu_timing_timespec_to_us(&task->profiling_info->end_time);
+  std::lock_guard lock(g_mutex);
+  g_events.push_back(std::move(e));
+}
+
+}  // namespace
+
+void Tracer::start() {
+  if (starpu_profiling_status_get() != STARPU_PROFILING_ENABLE) {
+    starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+  }
+  std::lock_guard lock(g_mutex);
+  g_events.clear();
+  g_active = true;
+}
+
+void Tracer::stop() { g_active = false; }
+
+bool Tracer::active() { return g_active; }
+
+std::vector<TraceEvent> Tracer::events() {
+  std::lock_guard lock(g_mutex);
+  return g_events;
+}
+
+void Tracer::attach(starpu_task* task, int tile) {
+  if (!g_active) {
+    return;
+  }
+  task->callback_func = on_task_end;
+  task->callback_arg = new Pending{task, tile};
+}
+
+void Tracer::write_chrome_trace(const std::filesystem::path& file) {
+  std::vector<TraceEvent> events = Tracer::events();
+  std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.start_us < b.start_us; });
+  const double origin = events.empty() ? 0.0 : events.front().start_us;
+  nlohmann::json trace_events = nlohmann::json::array();
+  std::vector<int> workers;
+  for (const TraceEvent& e : events) {
+    nlohmann::json args = {{"flops", e.flops}};
+    if (e.tile >= 0) {
+      args["tile"] = e.tile;
+    }
+    trace_events.push_back({{"name", e.name},
+                            {"cat", e.name.substr(e.name.find(':') + 1)},
+                            {"ph", "X"},
+                            {"pid", 0},
+                            {"tid", e.worker},
+                            {"ts", e.start_us - origin},
+                            {"dur", std::max(0.0, e.end_us - e.start_us)},
+                            {"args", args}});
+    if (std::find(workers.begin(), workers.end(), e.worker) == workers.end()) {
+      workers.push_back(e.worker);
+    }
+  }
+  for (int w : workers) {
+    char name[64] = "worker";
+    if (w >= 0) {
+      starpu_worker_get_name(w, name, sizeof(name));
+    }
+    trace_events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", w},
+                            {"args", {{"name", fmt::format("{} (worker {})", name, w)}}}});
+  }
+  trace_events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "dtnn"}}}});
+  const nlohmann::json doc = {{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}};
+
+  // Written beside the target and renamed, so an existing trace is never left half-written.
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) {
+      throw DataError(fmt::format("{}: cannot open for writing the trace", file.string()));
+    }
+    out << doc.dump() << '\n';
+    if (!out.flush()) {
+      throw DataError(fmt::format("{}: write failed", file.string()));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, file, ec);
+  if (ec) {
+    throw DataError(fmt::format("{}: cannot rename {} into place: {}", file.string(), tmp.string(), ec.message()));
+  }
+}
+
+}  // namespace dtnn::runtime

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// Task tracer: per-task start/end/worker from StarPU's profiling API (not FxT), written as Chrome
+// trace-event JSON that opens in Perfetto: one row per worker, one event per task "<layer>:<pass>".
+#pragma once
+
+#include <starpu.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dtnn::runtime {
+
+struct TraceEvent {
+  std::string name;
+  int tile = -1;
+  double flops = 0.0;
+  int worker = -1;
+  double start_us = 0.0;
+  double end_us = 0.0;
+};
+
+class Tracer {
+ public:
+  // Starts recording the tasks submitted from now on; needs an Engine with profiling enabled.
+  static void start();
+  static void stop();
+  [[nodiscard]] static bool active();
+  [[nodiscard]] static std::vector<TraceEvent> events();
+  // Writes the events recorded so far; throws dtnn::DataError naming the file when it cannot be written.
+  static void write_chrome_trace(const std::filesystem::path& file);
+
+  // Called by submit_task: arranges for the task to be recorded when the tracer is active.
+  static void attach(starpu_task* task, int tile);
+};
+
+}  // namespace dtnn::runtime
