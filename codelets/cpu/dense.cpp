@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <blis.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "codelets/cpu/kernels.hpp"
+
+namespace dtnn::kernels::cpu {
+namespace {
+
+// BLIS 0.9 takes non-const operand pointers even though it never writes A, B, alpha or beta.
+void sgemm(dim_t m, dim_t n, dim_t k, const float* a, inc_t rsa, inc_t csa, const float* b, inc_t rsb, inc_t csb,
+           float beta, float* c, inc_t rsc) {
+  float alpha = 1.0f;
+  bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, const_cast<float*>(a), rsa, csa,
+            const_cast<float*>(b), rsb, csb, &beta, c, rsc, 1);
+}
+
+}  // namespace
+
+void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, float* y) {
+  if (n <= 0 || out <= 0) {
+    return;
+  }
+  const auto rows = static_cast<std::size_t>(n);
+  const auto cols = static_cast<std::size_t>(out);
+  float beta = 0.0f;
+  // Seeding y with the bias lets the GEMM add the product in place instead of a second pass over y.
+  if (b != nullptr) {
+    for (std::size_t i = 0; i < rows; ++i) {
+      std::copy_n(b, cols, y + i * cols);
+    }
+    beta = 1.0f;
+  }
+  if (in <= 0) {
+    if (b == nullptr) {
+      std::fill_n(y, rows * cols, 0.0f);
+    }
+    return;
+  }
+  // w^T is read through swapped strides: element (kk, j) of w^T is w[j * in + kk].
+  sgemm(n, out, in, x, in, 1, w, 1, in, beta, y, out);
+}
+
+void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, float* dx) {
+  if (n <= 0 || in <= 0) {
+    return;
+  }
+  if (out <= 0) {
+    std::fill_n(dx, static_cast<std::size_t>(n) * static_cast<std::size_t>(in), 0.0f);
+    return;
+  }
+  sgemm(n, in, out, dy, out, 1, w, in, 1, 0.0f, dx, in);
+}
+
+void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, float* dw, float* db) {
+  if (out <= 0) {
+    return;
+  }
+  const auto cols = static_cast<std::size_t>(out);
+  if (in > 0) {
+    if (n <= 0) {
+      std::fill_n(dw, cols * static_cast<std::size_t>(in), 0.0f);
+    } else {
+      // dy^T through swapped strides: element (j, i) of dy^T is dy[i * out + j].
+      sgemm(out, in, n, dy, 1, out, x, in, 1, 0.0f, dw, in);
+    }
+  }
+  if (db != nullptr) {
+    std::fill_n(db, cols, 0.0f);
+    // Row by row keeps the summation order over samples fixed while the inner loop vectorises across outputs.
+    for (std::size_t i = 0; i < static_cast<std::size_t>(std::max(n, 0)); ++i) {
+      const float* row = dy + i * cols;
+      for (std::size_t j = 0; j < cols; ++j) {
+        db[j] += row[j];
+      }
+    }
+  }
+}
+
+}  // namespace dtnn::kernels::cpu
