@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// In-memory classification datasets: images as NCHW floats in [0,1], one int32 label per sample.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dtnn::io {
+
+struct Dataset {
+  std::string name;  // e.g. "fashion-mnist/train"; subsets append the range or the draw that made them
+  int channels = 0;
+  int height = 0;
+  int width = 0;
+  int classes = 0;
+  std::vector<float> images;         // size() * sample_elements(), values in [0,1]
+  std::vector<std::int32_t> labels;  // size(), each in [0, classes)
+
+  std::int64_t size() const;
+  std::int64_t sample_elements() const;  // channels * height * width
+
+  // Samples [first, first + count), in order. InvalidArgument when the range leaves [0, size()).
+  Dataset subset(std::int64_t first, std::int64_t count) const;
+
+  // count samples drawn without replacement so that each class keeps its share of the dataset (largest
+  // remainder rounding), which keeps small evaluation subsets balanced. Samples keep their original relative
+  // order. The same seed gives the same subset on every run and machine.
+  Dataset stratified_subset(std::int64_t count, std::uint64_t seed) const;
+};
+
+// Loads a pair of IDX files (1 channel). DataError when the counts differ or a label is not below classes.
+Dataset load_idx_dataset(const std::filesystem::path& images_file, const std::filesystem::path& labels_file,
+                         std::string name, int classes);
+
+struct TrainTest {
+  Dataset train;
+  Dataset test;
+};
+
+// Loads the MNIST file layout (train-*-idx?-ubyte and t10k-*-idx?-ubyte, raw or .gz) from dir, 10 classes.
+// The datasets are named name + "/train" and name + "/test".
+TrainTest load_mnist_like(const std::filesystem::path& dir, std::string name);
+
+// $DTNN_FASHION_MNIST_DIR when set and not empty, else where the dataset-fashion-mnist package installs it.
+std::filesystem::path default_fashion_mnist_dir();
+
+// Random images in [0,1) and uniform random labels. Values come from the raw output of std::mt19937_64,
+// which the standard fixes bit for bit, so a seed gives the same data with every compiler and machine.
+Dataset synthetic_dataset(int count, int channels, int height, int width, int classes, std::uint64_t seed);
+
+}  // namespace dtnn::io
