@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+// What every submit function shares: the tag that names a layer's tasks and priority, and checks that
+// batch tensors are tiled alike.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "runtime/codelet.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/tensor.hpp"
+
+namespace dtnn::codelets {
+
+// Names the tasks of one layer ("<layer>:<pass>") and sets their scheduling priority.
+struct TaskTag {
+  std::string_view layer;
+  int priority = 0;
+};
+
+inline runtime::TaskInfo task_info(const TaskTag& tag, std::string_view pass, int tile, double flops,
+                                   std::string& storage) {
+  storage = fmt::format("{}:{}", tag.layer, pass);
+  return runtime::TaskInfo{storage, tile, flops, tag.priority};
+}
+
+// Batch tensors passed to one per-tile task must share the tile's row range.
+inline void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor& b) {
+  if (a.tiles() != b.tiles() || a.shape()[0] != b.shape()[0]) {
+    throw InvalidArgument(fmt::format("{}: tensors {} ({} tiles) and {} ({} tiles) are not tiled alike", tag.layer,
+                                      to_string(a.shape()), a.tiles(), to_string(b.shape()), b.tiles()));
+  }
+}
+
+inline runtime::Access rd(starpu_data_handle_t h) { return {h, STARPU_R}; }
+inline runtime::Access wr(starpu_data_handle_t h) { return {h, STARPU_W}; }
+inline runtime::Access rdwr(starpu_data_handle_t h) { return {h, STARPU_RW}; }
+
+}  // namespace dtnn::codelets

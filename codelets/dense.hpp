@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: Apache-2.0
+// Dense (fully connected) tasks: one per batch tile. Weights [out, in], bias [out] (optional).
+#pragma once
+
+#include "codelets/common.hpp"
+
+namespace dtnn::codelets {
+
+// y[tile] = x[tile] * w^T + b
+void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile);
+// dx[tile] = dy[tile] * w
+void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w, Tensor& dx, int tile);
+// dw_tiles[tile] = dy[tile]^T * x[tile]; db_tiles[tile] = column sums of dy[tile] (db_tiles may be null).
+// dw_tiles has shape [tiles, out, in] (one partial gradient per tile), db_tiles [tiles, out].
+void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw_tiles,
+                              Tensor* db_tiles, int tile);
+
+}  // namespace dtnn::codelets

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: Apache-2.0
+// Loading a batch is a task too: it copies the chosen samples of an in-memory dataset into an input tile
+// and writes their one-hot targets, so loading the next batch overlaps the current step.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "codelets/common.hpp"
+
+namespace dtnn::codelets {
+
+// Samples in memory; the caller keeps them alive until the tasks that read them have run.
+struct SampleSource {
+  const float* images = nullptr;         // [count, sample_elements]
+  const std::int32_t* labels = nullptr;  // [count], in [0, classes)
+  std::int64_t sample_elements = 0;
+  int classes = 0;
+};
+
+// x[tile] = images[indices], targets[tile] = one_hot(labels[indices]). indices has the tile's row count.
+void submit_gather_batch(const TaskTag& tag, const SampleSource& source, std::span<const std::int64_t> indices,
+                         Tensor& x, Tensor& targets, int tile);
+
+}  // namespace dtnn::codelets

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "layers/conv2d.hpp"
+
+#include <fmt/format.h>
+
+#include "codelets/conv2d.hpp"
+#include "layers/init.hpp"
+#include "runtime/errors.hpp"
+
+namespace dtnn {
+
+Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
+  auto positive = [](const char* what, int v) {
+    if (v < 1) {
+      throw InvalidArgument(fmt::format("Conv2d: {}={}, expected >= 1", what, v));
+    }
+  };
+  positive("in_channels", o.in_);
+  positive("out_channels", o.out_);
+  positive("kernel height", o.kernel_h_);
+  positive("kernel width", o.kernel_w_);
+  positive("stride", std::min(o.stride_h_, o.stride_w_));
+  positive("dilation", std::min(o.dil_h_, o.dil_w_));
+  positive("groups", o.groups_);
+  if (o.pad_h_ < 0 || o.pad_w_ < 0) {
+    throw InvalidArgument(fmt::format("Conv2d: padding=({}, {}), expected >= 0", o.pad_h_, o.pad_w_));
+  }
+  if (o.in_ % o.groups_ != 0 || o.out_ % o.groups_ != 0) {
+    throw InvalidArgument(fmt::format("Conv2d: in_channels={} out_channels={} with groups={}: both must be "
+                                      "divisible by groups",
+                                      o.in_, o.out_, o.groups_));
+  }
+}
+
+std::string Conv2d::describe() const {
+  const auto& o = options_;
+  std::string s = fmt::format("{}x{}, stride {}", o.kernel_h_, o.kernel_w_, o.stride_h_);
+  if (o.stride_w_ != o.stride_h_) s += fmt::format("x{}", o.stride_w_);
+  s += fmt::format(", padding {}", o.pad_h_);
+  if (o.pad_w_ != o.pad_h_) s += fmt::format("x{}", o.pad_w_);
+  if (o.dil_h_ != 1 || o.dil_w_ != 1) s += fmt::format(", dilation {}x{}", o.dil_h_, o.dil_w_);
+  if (o.groups_ != 1) s += fmt::format(", groups {}", o.groups_);
+  if (!o.bias_) s += ", no bias";
+  return s + ", im2col";
+}
+
+Shape Conv2d::build(const Shape& in) {
+  const auto& o = options_;
+  if (in.size() != 3 || in[0] != o.in_) {
+    throw InvalidArgument(fmt::format("Conv2d {}: input {}, expected (C={}, H, W)", name(), to_string(in), o.in_));
+  }
+  shape_ = kernels::cpu::Conv2dShape{};
+  shape_.c = o.in_;
+  shape_.h = static_cast<int>(in[1]);
+  shape_.w = static_cast<int>(in[2]);
+  shape_.k = o.out_;
+  shape_.r = o.kernel_h_;
+  shape_.s = o.kernel_w_;
+  shape_.stride_h = o.stride_h_;
+  shape_.stride_w = o.stride_w_;
+  shape_.pad_top = shape_.pad_bottom = o.pad_h_;
+  shape_.pad_left = shape_.pad_right = o.pad_w_;
+  shape_.dil_h = o.dil_h_;
+  shape_.dil_w = o.dil_w_;
+  shape_.groups = o.groups_;
+  const int oh = shape_.out_h();
+  const int ow = shape_.out_w();
+  if (oh < 1 || ow < 1) {
+    throw InvalidArgument(fmt::format("Conv2d {}: input {} is smaller than the dilated {}x{} kernel with padding "
+                                      "{}x{}, output would be {}x{}, expected at least 1x1",
+                                      name(), to_string(in), o.kernel_h_, o.kernel_w_, o.pad_h_, o.pad_w_, oh, ow));
+  }
+  weight_ = &add_parameter("weight", {o.out_, o.in_ / o.groups_, o.kernel_h_, o.kernel_w_});
+  if (o.bias_) {
+    bias_ = &add_parameter("bias", {o.out_});
+  }
+  return record_shapes(in, {o.out_, oh, ow});
+}
+
+void Conv2d::reset_parameters(Rng& rng) {
+  const auto& o = options_;
+  init::pytorch_default(*weight_, bias_, static_cast<std::int64_t>(o.in_ / o.groups_) * o.kernel_h_ * o.kernel_w_,
+                        rng);
+}
+
+void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
+  const codelets::TaskTag tag{name(), ctx.priority};
+  for (int t = 0; t < x.tiles(); ++t) {
+    codelets::submit_conv2d_fwd(tag, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t);
+  }
+}
+
+void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
+  const codelets::TaskTag data_tag{name(), ctx.priority + 1};
+  const codelets::TaskTag weights_tag{name(), ctx.priority};
+  if (dx != nullptr) {
+    for (int t = 0; t < dy.tiles(); ++t) {
+      codelets::submit_conv2d_bwd_data(data_tag, shape_, dy, weight_->value, *dx, t);
+    }
+  }
+  for (int t = 0; t < dy.tiles(); ++t) {
+    codelets::submit_conv2d_bwd_weights(weights_tag, shape_, x, dy, weight_->tile_grads,
+                                        bias_ ? &bias_->tile_grads : nullptr, t);
+  }
+  submit_gradient_sums(dy.tiles(), ctx);
+}
+
+}  // namespace dtnn

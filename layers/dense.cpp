@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "layers/dense.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "codelets/dense.hpp"
+#include "layers/init.hpp"
+#include "runtime/errors.hpp"
+
+namespace dtnn {
+
+Dense::Dense(DenseOptions options) : options_(options) {
+  if (options_.in_ < 1 || options_.out_ < 1) {
+    throw InvalidArgument(fmt::format("Dense: in_features={} out_features={}, expected both >= 1", options_.in_,
+                                      options_.out_));
+  }
+}
+
+std::string Dense::describe() const {
+  return fmt::format("{} -> {}{}", options_.in_, options_.out_, options_.bias_ ? "" : ", no bias");
+}
+
+Shape Dense::build(const Shape& in) {
+  if (numel(in) != options_.in_) {
+    throw InvalidArgument(fmt::format("Dense {}: input {} has {} values per sample, expected in_features={}", name(),
+                                      to_string(in), numel(in), options_.in_));
+  }
+  weight_ = &add_parameter("weight", {options_.out_, options_.in_});
+  if (options_.bias_) {
+    bias_ = &add_parameter("bias", {options_.out_});
+  }
+  return record_shapes(in, {options_.out_});
+}
+
+void Dense::reset_parameters(Rng& rng) {
+  init::pytorch_default(*weight_, bias_, options_.in_, rng);
+}
+
+void Dense::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
+  const codelets::TaskTag tag{name(), ctx.priority};
+  for (int t = 0; t < x.tiles(); ++t) {
+    codelets::submit_dense_fwd(tag, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t);
+  }
+}
+
+void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
+  const codelets::TaskTag data_tag{name(), ctx.priority + 1};
+  const codelets::TaskTag weights_tag{name(), ctx.priority};
+  if (dx != nullptr) {
+    for (int t = 0; t < dy.tiles(); ++t) {
+      codelets::submit_dense_bwd_data(data_tag, dy, weight_->value, *dx, t);
+    }
+  }
+  for (int t = 0; t < dy.tiles(); ++t) {
+    codelets::submit_dense_bwd_weights(weights_tag, x, dy, weight_->tile_grads, bias_ ? &bias_->tile_grads : nullptr,
+                                       t);
+  }
+  submit_gradient_sums(dy.tiles(), ctx);
+}
+
+}  // namespace dtnn

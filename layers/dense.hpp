@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+#include "layers/layer.hpp"
+
+namespace dtnn {
+
+struct DenseOptions {
+  DenseOptions(std::int64_t in_features, std::int64_t out_features) : in_(in_features), out_(out_features) {}
+  DenseOptions& bias(int with_bias) { bias_ = with_bias; return *this; }
+
+  std::int64_t in_;
+  std::int64_t out_;
+  int bias_ = 1;
+};
+
+// y = x W^T + b with W [out, in] (PyTorch's Linear). Any input of in_features values per sample is accepted
+// (a [C, H, W] input is read as flattened).
+class Dense : public Layer {
+ public:
+  explicit Dense(DenseOptions options);
+  [[nodiscard]] std::string type() const override { return "Dense"; }
+  [[nodiscard]] std::string describe() const override;
+  Shape build(const Shape& sample_input) override;
+  void reset_parameters(Rng& rng) override;
+  void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
+  [[nodiscard]] const DenseOptions& options() const { return options_; }
+
+ private:
+  DenseOptions options_;
+  Parameter* weight_ = nullptr;
+  Parameter* bias_ = nullptr;
+};
+
+}  // namespace dtnn

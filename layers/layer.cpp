@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "layers/layer.hpp"
+
+#include "codelets/tile_sum.hpp"
+
+namespace dtnn {
+
+std::vector<Parameter*> Layer::parameters() {
+  std::vector<Parameter*> out;
+  out.reserve(params_.size());
+  for (auto& p : params_) {
+    out.push_back(p.get());
+  }
+  return out;
+}
+
+std::int64_t Layer::parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& p : params_) {
+    n += p->value.numel();
+  }
+  return n;
+}
+
+void Layer::prepare_tiles(int tiles) {
+  for (auto& p : params_) {
+    if (!p->tile_grads.defined() || p->tile_grads.tiles() < tiles) {
+      Shape s = p->value.shape();
+      s.insert(s.begin(), tiles);
+      p->tile_grads = Tensor(s, tiles);
+    }
+  }
+}
+
+Parameter& Layer::add_parameter(std::string name, Shape shape) {
+  auto p = std::make_unique<Parameter>();
+  p->name = std::move(name);
+  p->value = Tensor(shape);
+  p->grad = Tensor(shape);
+  params_.push_back(std::move(p));
+  return *params_.back();
+}
+
+void Layer::submit_gradient_sums(int used_tiles, const PassContext& ctx) {
+  for (auto& p : params_) {
+    const std::string tag_name = name_ + "." + p->name;
+    codelets::submit_tile_sum({tag_name, ctx.priority}, p->tile_grads, used_tiles, p->grad);
+  }
+}
+
+Shape Layer::record_shapes(const Shape& in, Shape out) {
+  input_shape_ = in;
+  output_shape_ = std::move(out);
+  return output_shape_;
+}
+
+}  // namespace dtnn

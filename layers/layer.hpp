@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Layer: shapes and parameters, and forward/backward methods that only submit tasks (one per batch tile).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/random.hpp"
+#include "runtime/tensor.hpp"
+
+namespace dtnn {
+
+// A trainable tensor with its gradient. tile_grads holds one partial gradient per batch tile; they are
+// summed in tile order into grad.
+struct Parameter {
+  std::string name;  // local name ("weight", "bias"); containers prefix it ("0.weight")
+  Tensor value;
+  Tensor grad;
+  Tensor tile_grads;  // [tiles, *value.shape()]
+};
+
+struct PassContext {
+  int training = 1;  // 0 in evaluation: no tensors kept for backward, inference behaviour of layers
+  int priority = 0;  // base priority of the pass's tasks
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // Name given by the container (dotted path, e.g. "3" or "features.3"), used in task names and errors.
+  [[nodiscard]] const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  [[nodiscard]] virtual std::string type() const = 0;
+  // Options in one line for the model summary, e.g. "3x3, stride 1, padding 1".
+  [[nodiscard]] virtual std::string describe() const { return {}; }
+
+  // Checks the per-sample input shape (no batch dimension), creates the parameters and returns the per-sample
+  // output shape. Throws InvalidArgument naming the layer when the input does not fit.
+  virtual Shape build(const Shape& sample_input) = 0;
+  [[nodiscard]] const Shape& input_shape() const { return input_shape_; }
+  [[nodiscard]] const Shape& output_shape() const { return output_shape_; }
+
+  // PyTorch's default initialisation for the layer, drawn from rng.
+  virtual void reset_parameters(Rng& rng) {}
+
+  // x: [n, *input_shape], y: [n, *output_shape], tiled alike.
+  virtual void forward(const Tensor& x, Tensor& y, const PassContext& ctx) = 0;
+  // Gradients of the parameters go to their tile_grads and are summed into grad; dx is null for the first layer.
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) = 0;
+
+  [[nodiscard]] std::vector<Parameter*> parameters();
+  [[nodiscard]] std::int64_t parameter_count() const;
+  // (Re)allocates the per-tile partial gradients for up to `tiles` tiles.
+  void prepare_tiles(int tiles);
+
+ protected:
+  Parameter& add_parameter(std::string name, Shape shape);
+  // Sums the tile partials of every parameter into its gradient (after the bwd_weights tasks).
+  void submit_gradient_sums(int used_tiles, const PassContext& ctx);
+  // Builds and records the shapes; subclasses call it at the end of build().
+  Shape record_shapes(const Shape& in, Shape out);
+
+ private:
+  std::string name_;
+  Shape input_shape_;
+  Shape output_shape_;
+  std::vector<std::unique_ptr<Parameter>> params_;
+};
+
+}  // namespace dtnn
