@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "models/sequential.hpp"
+
+#include <fmt/format.h>
+
+#include "runtime/errors.hpp"
+
+namespace dtnn {
+
+Sequential& Sequential::add(std::unique_ptr<Layer> layer) {
+  if (built_) {
+    throw InvalidArgument("Sequential: add() after build(), expected every layer to be added before build()");
+  }
+  layer->set_name(std::to_string(layers_.size()));
+  layers_.push_back(std::move(layer));
+  return *this;
+}
+
+void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
+  if (built_) {
+    throw InvalidArgument("Sequential: build() called twice");
+  }
+  if (layers_.empty()) {
+    throw InvalidArgument("Sequential: build() of an empty model, expected at least one layer");
+  }
+  input_shape_ = sample_input;
+  Shape shape = sample_input;
+  Rng rng(seed);
+  for (auto& layer : layers_) {
+    shape = layer->build(shape);
+    layer->reset_parameters(rng);
+  }
+  built_ = 1;
+}
+
+const Shape& Sequential::output_shape() const {
+  if (!built_) {
+    throw InvalidArgument("Sequential: output_shape() before build()");
+  }
+  return layers_.back()->output_shape();
+}
+
+std::vector<NamedParameter> Sequential::named_parameters() {
+  std::vector<NamedParameter> out;
+  for (auto& layer : layers_) {
+    for (Parameter* p : layer->parameters()) {
+      out.push_back({layer->name() + "." + p->name, p});
+    }
+  }
+  return out;
+}
+
+std::int64_t Sequential::parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& layer : layers_) {
+    n += layer->parameter_count();
+  }
+  return n;
+}
+
+std::uint64_t Sequential::weights_checksum() {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (const NamedParameter& np : named_parameters()) {
+    auto values = np.parameter->value.read();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(values.data().data());
+    for (std::size_t i = 0; i < values.data().size_bytes(); ++i) {
+      h = (h ^ bytes[i]) * 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
+namespace {
+
+std::string thousands(std::int64_t v) {
+  std::string digits = std::to_string(v);
+  for (int i = static_cast<int>(digits.size()) - 3; i > (v < 0 ? 1 : 0); i -= 3) {
+    digits.insert(static_cast<std::size_t>(i), ",");
+  }
+  return digits;
+}
+
+}  // namespace
+
+std::string Sequential::summary() const {
+  std::string s = fmt::format("{:<6} {:<11} {:<40} {:<18} {:>12}\n", "Layer", "Type", "Options", "Output shape",
+                              "Parameters");
+  s += std::string(91, '=') + "\n";
+  s += fmt::format("{:<6} {:<11} {:<40} {:<18} {:>12}\n", "", "Input", "", to_string(input_shape_), 0);
+  for (const auto& layer : layers_) {
+    s += fmt::format("{:<6} {:<11} {:<40} {:<18} {:>12}\n", layer->name(), layer->type(), layer->describe(),
+                     to_string(layer->output_shape()), thousands(layer->parameter_count()));
+  }
+  s += std::string(91, '=') + "\n";
+  s += fmt::format("Total parameters: {}\n", thousands(parameter_count()));
+  return s;
+}
+
+void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& acts, std::vector<Tensor>* grads) {
+  if (!built_) {
+    throw InvalidArgument("Sequential: allocate() before build()");
+  }
+  auto batch_shape = [batch](Shape s) {
+    s.insert(s.begin(), batch);
+    return s;
+  };
+  acts.clear();
+  acts.emplace_back(batch_shape(input_shape_), tiles);
+  for (const auto& layer : layers_) {
+    acts.emplace_back(batch_shape(layer->output_shape()), tiles);
+  }
+  if (grads != nullptr) {
+    grads->clear();
+    grads->emplace_back();  // the input's gradient is never needed
+    for (const auto& layer : layers_) {
+      grads->emplace_back(batch_shape(layer->output_shape()), tiles);
+    }
+    for (auto& layer : layers_) {
+      layer->prepare_tiles(tiles);
+    }
+  }
+}
+
+void Sequential::forward(std::vector<Tensor>& acts, const PassContext& ctx) {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(acts[i], acts[i + 1], ctx);
+  }
+}
+
+void Sequential::backward(std::vector<Tensor>& acts, std::vector<Tensor>& grads, const PassContext& ctx,
+                          const std::function<void(Layer&)>& on_layer_done) {
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    layers_[i]->backward(acts[i], acts[i + 1], grads[i + 1], i > 0 ? &grads[i] : nullptr, ctx);
+    if (on_layer_done) {
+      on_layer_done(*layers_[i]);
+    }
+  }
+}
+
+}  // namespace dtnn

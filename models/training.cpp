@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "models/training.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "codelets/gather_batch.hpp"
+#include "codelets/softmax_xent.hpp"
+#include "models/progress.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Priorities: loading the next batch first, so that no worker waits for data; backward-data (the critical
+// path of a step) above forward and weight gradients.
+constexpr int kLoadPriority = 3;
+constexpr int kLossPriority = 2;
+
+runtime::Engine& running_engine(const char* who) {
+  runtime::Engine* engine = runtime::Engine::current();
+  if (engine == nullptr) {
+    throw InvalidArgument(fmt::format("{}: no runtime::Engine is running, expected one to be created first", who));
+  }
+  return *engine;
+}
+
+void check_compatible(const Sequential& model, const io::Dataset& data, const char* who) {
+  if (!model.built()) {
+    throw InvalidArgument(fmt::format("{}: the model is not built, expected build() before training", who));
+  }
+  const Shape sample{data.channels, data.height, data.width};
+  if (model.input_shape() != sample) {
+    throw InvalidArgument(fmt::format("{}: dataset {} has samples of shape {}, the model expects {}", who, data.name,
+                                      to_string(sample), to_string(model.input_shape())));
+  }
+  if (model.output_shape() != Shape{data.classes}) {
+    throw InvalidArgument(fmt::format("{}: dataset {} has {} classes, the model outputs {}", who, data.name,
+                                      data.classes, to_string(model.output_shape())));
+  }
+  if (data.size() < 1) {
+    throw InvalidArgument(fmt::format("{}: dataset {} is empty", who, data.name));
+  }
+}
+
+// The buffers of one step in flight.
+struct Slot {
+  std::vector<Tensor> acts;
+  std::vector<Tensor> grads;
+  Tensor targets;
+  Tensor scratch;  // loss gradient in evaluation, where no backward pass reads it
+  Tensor stats;    // [tiles, 2]: loss sum and correct count per tile
+  std::int64_t rows = 0;
+  int pending = 0;
+};
+
+struct StepStats {
+  double loss_sum = 0.0;
+  double correct = 0.0;
+  std::int64_t rows = 0;
+};
+
+// Buffers for up to two steps in flight per batch size (the last batch of an epoch may be shorter).
+class StepGraph {
+ public:
+  StepGraph(Sequential& model, int tiles, int training) : model_(model), tiles_(tiles), training_(training) {}
+
+  Slot& slot(std::int64_t rows, std::int64_t step) {
+    auto& pair = slots_[rows];
+    auto& s = pair[static_cast<std::size_t>(step % 2)];
+    if (!s) {
+      s = std::make_unique<Slot>();
+      s->rows = rows;
+      model_.allocate(rows, tiles_, s->acts, training_ ? &s->grads : nullptr);
+      s->targets = Tensor(s->acts.back().shape(), tiles_);
+      if (!training_) {
+        s->scratch = Tensor(s->acts.back().shape(), tiles_);
+      }
+      s->stats = Tensor({s->acts[0].tiles(), 2}, s->acts[0].tiles());
+    }
+    return *s;
+  }
+
+  // Reads a submitted step's metrics (waits for its loss tasks only).
+  static StepStats collect(Slot& s) {
+    StepStats out;
+    {
+      auto stats = s.stats.read();
+      for (int t = 0; t < s.stats.tiles(); ++t) {
+        out.loss_sum += stats[2 * t];
+        out.correct += stats[2 * t + 1];
+      }
+    }
+    out.rows = s.rows;
+    s.pending = 0;
+    runtime::rethrow_task_failures();
+    return out;
+  }
+
+ private:
+  Sequential& model_;
+  int tiles_;
+  int training_;
+  std::map<std::int64_t, std::array<std::unique_ptr<Slot>, 2>> slots_;
+};
+
+void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t> indices) {
+  const codelets::SampleSource source{data.images.data(), data.labels.data(), data.sample_elements(), data.classes};
+  for (int t = 0; t < s.acts[0].tiles(); ++t) {
+    const TileRange r = s.acts[0].tile_range(t);
+    codelets::submit_gather_batch({"data", kLoadPriority}, source,
+                                  indices.subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.count)),
+                                  s.acts[0], s.targets, t);
+  }
+}
+
+void submit_loss(Slot& s, float grad_scale, Tensor& dlogits) {
+  for (int t = 0; t < s.acts.back().tiles(); ++t) {
+    codelets::submit_softmax_xent_fwd_bwd({"loss", kLossPriority}, s.acts.back(), s.targets, grad_scale, dlogits,
+                                          s.stats, t);
+  }
+}
+
+// Sample order of one epoch: `steps` batches (the last may be short when steps_per_epoch is 0), drawn from
+// seeded permutations of the dataset that wrap around when more steps are asked than the data has.
+std::vector<std::int64_t> epoch_order(std::int64_t n, std::int64_t batch, std::int64_t steps_per_epoch,
+                                      int shuffle, std::uint64_t seed, int epoch) {
+  const std::int64_t total = steps_per_epoch > 0 ? steps_per_epoch * batch : n;
+  std::vector<std::int64_t> order;
+  order.reserve(static_cast<std::size_t>(total));
+  Rng rng(seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(epoch + 1)));
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
+  while (static_cast<std::int64_t>(order.size()) < total) {
+    std::iota(perm.begin(), perm.end(), 0);
+    if (shuffle) {
+      for (std::int64_t i = n - 1; i > 0; --i) {
+        std::swap(perm[static_cast<std::size_t>(i)], perm[rng.below(static_cast<std::uint64_t>(i + 1))]);
+      }
+    }
+    const auto take = std::min<std::int64_t>(n, total - static_cast<std::int64_t>(order.size()));
+    order.insert(order.end(), perm.begin(), perm.begin() + take);
+  }
+  return order;
+}
+
+}  // namespace
+
+double History::train_seconds() const {
+  double s = 0.0;
+  for (const auto& e : epochs) s += e.seconds;
+  return s;
+}
+
+std::int64_t History::images() const {
+  std::int64_t n = 0;
+  for (const auto& e : epochs) n += e.images;
+  return n;
+}
+
+double History::images_per_second() const {
+  const double s = train_seconds();
+  return s > 0 ? static_cast<double>(images()) / s : 0.0;
+}
+
+double History::images_per_second_after_first() const {
+  if (epochs.size() < 2) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  double s = 0.0;
+  std::int64_t n = 0;
+  for (std::size_t i = 1; i < epochs.size(); ++i) {
+    s += epochs[i].seconds;
+    n += epochs[i].images;
+  }
+  return s > 0 ? static_cast<double>(n) / s : 0.0;
+}
+
+History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& o,
+            const io::Dataset* validation) {
+  runtime::Engine& engine = running_engine("fit");
+  check_compatible(model, train, "fit");
+  if (validation != nullptr) {
+    check_compatible(model, *validation, "fit (validation)");
+  }
+  if (o.epochs_ < 1 || o.batch_size_ < 1 || o.tiles_ < 1 || o.steps_per_epoch_ < 0) {
+    throw InvalidArgument(fmt::format("fit: epochs={} batch_size={} tiles={} steps_per_epoch={}, expected epochs, "
+                                      "batch size and tiles >= 1 and steps per epoch >= 0",
+                                      o.epochs_, o.batch_size_, o.tiles_, o.steps_per_epoch_));
+  }
+  const std::int64_t n = train.size();
+  const std::int64_t steps =
+      o.steps_per_epoch_ > 0 ? o.steps_per_epoch_ : (n + o.batch_size_ - 1) / o.batch_size_;
+
+  StepGraph graph(model, o.tiles_, 1);
+  std::deque<Slot*> in_flight;
+  ProgressLine progress;
+  History history;
+  std::int64_t global_step = 0;
+
+  for (int epoch = 0; epoch < o.epochs_; ++epoch) {
+    const std::vector<std::int64_t> order = epoch_order(n, o.batch_size_, o.steps_per_epoch_, o.shuffle_, o.seed_, epoch);
+    if (o.verbose_) {
+      progress.start_epoch(epoch + 1, o.epochs_, steps);
+    }
+    const auto start = Clock::now();
+    StepStats epoch_stats;
+    std::int64_t done_steps = 0;
+    auto drain_one = [&] {
+      const StepStats s = StepGraph::collect(*in_flight.front());
+      in_flight.pop_front();
+      epoch_stats.loss_sum += s.loss_sum;
+      epoch_stats.correct += s.correct;
+      epoch_stats.rows += s.rows;
+      ++done_steps;
+      if (o.verbose_) {
+        progress.update(done_steps, epoch_stats.loss_sum / epoch_stats.rows, epoch_stats.correct / epoch_stats.rows,
+                        epoch_stats.rows);
+      }
+    };
+
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const std::int64_t first = step * o.batch_size_;
+      const std::int64_t rows = std::min<std::int64_t>(o.batch_size_, static_cast<std::int64_t>(order.size()) - first);
+      Slot& s = graph.slot(rows, global_step);
+      // At most two steps in flight: the oldest one's metrics are read before its buffers are reused.
+      while (s.pending || in_flight.size() >= 2) {
+        drain_one();
+      }
+      const PassContext ctx{1, 0};
+      submit_load(s, train, std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)));
+      model.forward(s.acts, ctx);
+      submit_loss(s, 1.0f / static_cast<float>(rows), s.grads.back());
+      model.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
+        for (Parameter* p : layer.parameters()) {
+          optimizer.submit_update(*p, layer.name() + "." + p->name, ctx.priority);
+        }
+      });
+      s.pending = 1;
+      in_flight.push_back(&s);
+      ++global_step;
+    }
+    while (!in_flight.empty()) {
+      drain_one();
+    }
+    engine.wait_all();
+
+    EpochRecord record;
+    record.epoch = epoch + 1;
+    record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    record.images = epoch_stats.rows;
+    record.loss = epoch_stats.loss_sum / static_cast<double>(epoch_stats.rows);
+    record.accuracy = epoch_stats.correct / static_cast<double>(epoch_stats.rows);
+    record.learning_rate = optimizer.learning_rate();
+    std::string suffix;
+    if (validation != nullptr) {
+      const EvalResult v = evaluate(model, *validation, EvalOptions().batch_size(std::max<std::int64_t>(o.batch_size_, 256)).tiles(o.tiles_));
+      record.val_loss = v.loss;
+      record.val_accuracy = v.accuracy;
+      suffix = fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", v.loss, v.accuracy);
+    }
+    if (o.verbose_) {
+      progress.end_epoch(record.loss, record.accuracy, record.images, suffix);
+    }
+    history.epochs.push_back(record);
+  }
+  return history;
+}
+
+namespace {
+
+// Runs the forward graph over the whole dataset in order; `each` sees every batch's slot after its loss.
+template <class Each>
+EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalOptions& o, Each&& each) {
+  runtime::Engine& engine = running_engine("evaluate");
+  check_compatible(model, data, "evaluate");
+  if (o.batch_size_ < 1 || o.tiles_ < 1) {
+    throw InvalidArgument(fmt::format("evaluate: batch_size={} tiles={}, expected both >= 1", o.batch_size_, o.tiles_));
+  }
+  const auto start = Clock::now();
+  const std::int64_t n = data.size();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  StepGraph graph(model, o.tiles_, 0);
+  std::deque<std::pair<Slot*, std::int64_t>> in_flight;
+  StepStats total;
+  auto drain_one = [&] {
+    auto [slot, first] = in_flight.front();
+    in_flight.pop_front();
+    const StepStats s = StepGraph::collect(*slot);
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.rows += s.rows;
+    each(*slot, first);
+  };
+  const PassContext ctx{0, 0};
+  std::int64_t step = 0;
+  for (std::int64_t first = 0; first < n; first += o.batch_size_, ++step) {
+    const std::int64_t rows = std::min(o.batch_size_, n - first);
+    Slot& s = graph.slot(rows, step);
+    while (s.pending || in_flight.size() >= 2) {
+      drain_one();
+    }
+    submit_load(s, data, std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)));
+    model.forward(s.acts, ctx);
+    submit_loss(s, 0.0f, s.scratch);
+    s.pending = 1;
+    in_flight.emplace_back(&s, first);
+  }
+  while (!in_flight.empty()) {
+    drain_one();
+  }
+  engine.wait_all();
+  EvalResult r;
+  r.samples = total.rows;
+  r.loss = total.loss_sum / static_cast<double>(total.rows);
+  r.accuracy = total.correct / static_cast<double>(total.rows);
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+}  // namespace
+
+EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOptions& options) {
+  return run_inference(model, data, options, [](Slot&, std::int64_t) {});
+}
+
+std::vector<float> predict(Sequential& model, const io::Dataset& data, const EvalOptions& options) {
+  const auto classes = static_cast<std::size_t>(data.classes);
+  std::vector<float> probabilities(static_cast<std::size_t>(data.size()) * classes);
+  run_inference(model, data, options, [&](Slot& s, std::int64_t first) {
+    auto logits = s.acts.back().read();
+    for (std::int64_t i = 0; i < s.rows; ++i) {
+      const float* z = logits.data().data() + i * classes;
+      const double m = *std::max_element(z, z + classes);
+      double sum = 0.0;
+      for (std::size_t c = 0; c < classes; ++c) sum += std::exp(z[c] - m);
+      float* p = probabilities.data() + (first + i) * static_cast<std::int64_t>(classes);
+      for (std::size_t c = 0; c < classes; ++c) p[c] = static_cast<float>(std::exp(z[c] - m) / sum);
+    }
+  });
+  return probabilities;
+}
+
+}  // namespace dtnn

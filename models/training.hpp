@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// The training loop. Each step is unrolled into one task graph (load, forward of every tile, loss, backward,
+// tile-gradient sums, updates); the driver submits step k+1 without waiting for step k, keeping at most two
+// steps in flight (two sets of activation buffers), and waits only for the metrics it reports.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "io/dataset.hpp"
+#include "models/optimizer.hpp"
+#include "models/sequential.hpp"
+
+namespace dtnn {
+
+struct FitOptions {
+  FitOptions& epochs(int n) { epochs_ = n; return *this; }
+  FitOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
+  FitOptions& tiles(int n) { tiles_ = n; return *this; }
+  FitOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
+  FitOptions& shuffle(int on) { shuffle_ = on; return *this; }
+  FitOptions& verbose(int on) { verbose_ = on; return *this; }
+  // 0: the whole training set each epoch; otherwise this many steps (the data wraps around).
+  FitOptions& steps_per_epoch(std::int64_t n) { steps_per_epoch_ = n; return *this; }
+
+  int epochs_ = 1;
+  std::int64_t batch_size_ = 64;
+  int tiles_ = 2;
+  std::uint64_t seed_ = 0;
+  int shuffle_ = 1;
+  int verbose_ = 1;
+  std::int64_t steps_per_epoch_ = 0;
+};
+
+struct EpochRecord {
+  int epoch = 0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+  double val_loss = std::numeric_limits<double>::quiet_NaN();
+  double val_accuracy = std::numeric_limits<double>::quiet_NaN();
+  double seconds = 0.0;
+  std::int64_t images = 0;
+  float learning_rate = 0.0f;
+  [[nodiscard]] double images_per_second() const { return seconds > 0 ? images / seconds : 0.0; }
+};
+
+struct History {
+  std::vector<EpochRecord> epochs;
+  [[nodiscard]] double train_seconds() const;
+  [[nodiscard]] std::int64_t images() const;
+  [[nodiscard]] double images_per_second() const;
+  // Throughput without the first epoch (warm-up, performance-model calibration); NaN with one epoch.
+  [[nodiscard]] double images_per_second_after_first() const;
+};
+
+struct EvalOptions {
+  EvalOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
+  EvalOptions& tiles(int n) { tiles_ = n; return *this; }
+  std::int64_t batch_size_ = 256;
+  int tiles_ = 2;
+};
+
+struct EvalResult {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  std::int64_t samples = 0;
+  double seconds = 0.0;
+};
+
+// Trains with softmax + categorical cross-entropy. validation may be null.
+History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& options,
+            const io::Dataset* validation = nullptr);
+EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
+// Class probabilities (softmax of the logits), [data.size(), classes] row-major.
+std::vector<float> predict(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
+
+}  // namespace dtnn

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every layer through the one numerical gradient checker, and the argument checks of every layer.
+#include <gtest/gtest.h>
+
+#include "layers/conv2d.hpp"
+#include "layers/dense.hpp"
+#include "layers/simple.hpp"
+#include "runtime/errors.hpp"
+#include "support/gradient_check.hpp"
+
+namespace dtnn {
+namespace {
+
+using testing::check_layer_gradients;
+using testing::GradCheckOptions;
+
+template <class Fn>
+void expect_invalid(Fn&& fn, const std::string& fragment) {
+  try {
+    fn();
+    FAIL() << "expected InvalidArgument containing '" << fragment << "'";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(DenseTest, BackwardMatchesNumericalGradient) {
+  Dense layer(DenseOptions(12, 5));
+  check_layer_gradients(layer, {12});
+}
+
+TEST(DenseTest, WithoutBiasAndFromAFeatureMap) {
+  Dense layer(DenseOptions(2 * 3 * 3, 4).bias(0));
+  check_layer_gradients(layer, {2, 3, 3}, GradCheckOptions{.batch = 5, .tiles = 3});
+  EXPECT_EQ(layer.parameters().size(), 1u);
+}
+
+TEST(DenseTest, RejectsAnInputOfTheWrongSize) {
+  Dense layer(DenseOptions(10, 3));
+  layer.set_name("fc");
+  expect_invalid([&] { layer.build({11}); }, "Dense fc: input (11,) has 11 values per sample, expected in_features=10");
+  expect_invalid([] { Dense(DenseOptions(0, 3)); }, "in_features=0");
+}
+
+struct ConvCase {
+  Conv2dOptions options;
+  Shape input;
+};
+
+TEST(Conv2dTest, BackwardMatchesNumericalGradient) {
+  const std::vector<ConvCase> cases = {
+      {Conv2dOptions(2, 3, 3).padding(1), {2, 6, 5}},
+      {Conv2dOptions(3, 4, 3).stride(2), {3, 7, 7}},
+      {Conv2dOptions(2, 2, 3).padding(2).dilation(2), {2, 6, 6}},
+      {Conv2dOptions(4, 6, 1).groups(2), {4, 4, 3}},
+      {Conv2dOptions(3, 3, 3).padding(1).groups(3).bias(0), {3, 5, 5}},
+      {Conv2dOptions(1, 2, 3).kernel(3, 2).stride(1, 2).padding(1, 0), {1, 5, 6}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "conv " << c.options.in_ << "->" << c.options.out_ << " input "
+                                      << to_string(c.input));
+    Conv2d layer(c.options);
+    check_layer_gradients(layer, c.input);
+  }
+}
+
+TEST(Conv2dTest, OutputShapeFollowsTheFormula) {
+  Conv2d layer(Conv2dOptions(3, 8, 5).stride(2).padding(2));
+  EXPECT_EQ(layer.build({3, 32, 31}), (Shape{8, 16, 16}));
+  EXPECT_EQ(layer.parameter_count(), 8 * 3 * 5 * 5 + 8);
+}
+
+TEST(Conv2dTest, RejectsBadOptionsAndInputs) {
+  expect_invalid([] { Conv2d(Conv2dOptions(6, 8, 3).groups(4)); },
+                 "in_channels=6 out_channels=8 with groups=4: both must be divisible by groups");
+  expect_invalid([] { Conv2d(Conv2dOptions(1, 1, 3).stride(0)); }, "stride=0");
+  Conv2d layer(Conv2dOptions(3, 4, 3));
+  layer.set_name("conv1");
+  expect_invalid([&] { layer.build({2, 8, 8}); }, "Conv2d conv1: input (2, 8, 8), expected (C=3, H, W)");
+  Conv2d big(Conv2dOptions(1, 1, 5));
+  expect_invalid([&] { big.build({1, 3, 3}); }, "smaller than the dilated 5x5 kernel");
+}
+
+TEST(ReLUTest, BackwardMatchesNumericalGradient) {
+  ReLU layer;
+  check_layer_gradients(layer, {3, 4, 4});
+}
+
+TEST(MaxPool2dTest, BackwardMatchesNumericalGradient) {
+  MaxPool2d layer(MaxPool2dOptions(2));
+  check_layer_gradients(layer, {2, 6, 6});
+  MaxPool2d overlapping(MaxPool2dOptions(3).stride(2).padding(1));
+  check_layer_gradients(overlapping, {2, 7, 7}, GradCheckOptions{.batch = 4, .tiles = 3});
+}
+
+TEST(MaxPool2dTest, RejectsBadOptions) {
+  expect_invalid([] { MaxPool2d(MaxPool2dOptions(2).padding(2)); }, "expected 0 <= padding <= kernel/2");
+  MaxPool2d layer(MaxPool2dOptions(2));
+  expect_invalid([&] { layer.build({4, 4}); }, "expected (C, H, W)");
+}
+
+TEST(FlattenTest, BackwardMatchesNumericalGradient) {
+  Flatten layer;
+  check_layer_gradients(layer, {2, 3, 4});
+  EXPECT_EQ(layer.output_shape(), (Shape{24}));
+}
+
+}  // namespace
+}  // namespace dtnn

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "codelets/common.hpp"
+#include "runtime/codelet.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/failure.hpp"
+#include "runtime/tensor.hpp"
+#include "runtime/trace.hpp"
+
+namespace dtnn {
+namespace {
+
+TEST(SplitRowsTest, SizesDifferByAtMostOneAndCoverEveryRow) {
+  for (std::int64_t n : {1, 2, 5, 7, 64, 100}) {
+    for (int tiles : {1, 2, 3, 4, 8}) {
+      const auto ranges = split_rows(n, tiles);
+      ASSERT_EQ(static_cast<std::int64_t>(ranges.size()), std::min<std::int64_t>(n, tiles));
+      std::int64_t next = 0, lo = n, hi = 0;
+      for (const auto& r : ranges) {
+        EXPECT_EQ(r.begin, next);
+        next += r.count;
+        lo = std::min(lo, r.count);
+        hi = std::max(hi, r.count);
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_LE(hi - lo, 1);
+    }
+  }
+}
+
+TEST(SplitRowsTest, RejectsZeroRowsOrTiles) {
+  EXPECT_THROW(split_rows(0, 2), InvalidArgument);
+  EXPECT_THROW(split_rows(4, 0), InvalidArgument);
+}
+
+TEST(TensorTest, TilesCoverTheFirstDimension) {
+  Tensor t({7, 3, 2}, 3);
+  EXPECT_EQ(t.tiles(), 3);
+  EXPECT_EQ(t.numel(), 42);
+  EXPECT_EQ(t.row_elements(), 6);
+  EXPECT_EQ(t.tile_range(0).count, 3);
+  EXPECT_EQ(t.tile_range(2).begin, 5);
+  EXPECT_EQ(starpu_vector_get_nx(t.tile(0)), 18u);
+  EXPECT_EQ(starpu_vector_get_nx(t.tile(2)), 12u);
+  EXPECT_THROW((void)t.handle(), InvalidArgument);
+}
+
+TEST(TensorTest, StartsZeroedAndRoundTripsThroughHostAccess) {
+  Tensor t({4, 5}, 2);
+  for (float v : t.to_vector()) EXPECT_EQ(v, 0.0f);
+  std::vector<float> values(20);
+  for (int i = 0; i < 20; ++i) values[i] = static_cast<float>(i);
+  t.copy_from(values);
+  EXPECT_EQ(t.to_vector(), values);
+  t.fill(2.5f);
+  for (float v : t.to_vector()) EXPECT_EQ(v, 2.5f);
+}
+
+TEST(TensorTest, MoveTransfersOwnership) {
+  Tensor a({2, 2});
+  a.fill(1.0f);
+  Tensor b = std::move(a);
+  EXPECT_FALSE(a.defined());
+  EXPECT_TRUE(b.defined());
+  EXPECT_EQ(b.to_vector(), std::vector<float>(4, 1.0f));
+  Tensor c({3});
+  c = std::move(b);
+  EXPECT_EQ(c.numel(), 4);
+}
+
+TEST(TensorTest, RejectsBadShapes) {
+  EXPECT_THROW(Tensor(Shape{}), InvalidArgument);
+  EXPECT_THROW(Tensor(Shape{3, 0}), InvalidArgument);
+  EXPECT_THROW(Tensor(Shape{2}).copy_from(std::vector<float>(3)), InvalidArgument);
+}
+
+TEST(EngineTest, OnlyOneEngineAtATime) {
+  ASSERT_NE(runtime::Engine::current(), nullptr);
+  EXPECT_THROW(runtime::Engine(runtime::EngineOptions()), InvalidArgument);
+}
+
+TEST(EngineTest, DescribesSchedulerWorkersAndBlis) {
+  const std::string d = runtime::Engine::current()->describe();
+  EXPECT_NE(d.find("scheduler lws"), std::string::npos) << d;
+  EXPECT_NE(d.find("2 CPU workers"), std::string::npos) << d;
+  EXPECT_NE(d.find("BLIS"), std::string::npos) << d;
+}
+
+struct ThrowArgs {
+  int should_throw;
+};
+
+void maybe_throw(void** buffers, void* cl_arg) {
+  float* p = runtime::vector_ptr(buffers[0]);
+  p[0] += 1.0f;
+  if (runtime::task_args<ThrowArgs>(cl_arg).should_throw) {
+    throw std::runtime_error("kernel refused its input");
+  }
+}
+
+runtime::Codelet cl_maybe_throw("test_maybe_throw", runtime::guarded<maybe_throw>, {STARPU_RW});
+
+TEST(FailureTest, WorkerExceptionIsReraisedAtTheNextSynchronisation) {
+  Tensor t({1});
+  runtime::submit_task(cl_maybe_throw, {"probe:fwd", 0, 0.0, 0}, {codelets::rdwr(t.handle())}, ThrowArgs{0});
+  runtime::submit_task(cl_maybe_throw, {"probe:bwd_data", 0, 0.0, 0}, {codelets::rdwr(t.handle())}, ThrowArgs{1});
+  try {
+    runtime::Engine::current()->wait_all();
+    FAIL() << "expected a RuntimeError";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("probe:bwd_data: kernel refused its input"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(t.to_vector()[0], 2.0f);
+  EXPECT_NO_THROW(runtime::Engine::current()->wait_all());  // the record is cleared once raised
+}
+
+TEST(SubmitTest, WrongBufferCountIsAnError) {
+  Tensor t({1});
+  EXPECT_THROW(runtime::submit_task(cl_maybe_throw, {"probe:fwd", 0, 0.0, 0},
+                                    {codelets::rdwr(t.handle()), codelets::rdwr(t.handle())}, ThrowArgs{0}),
+               InvalidArgument);
+}
+
+TEST(TracerTest, WritesChromeTraceWithOneEventPerTask) {
+  runtime::Tracer::start();
+  Tensor t({4, 1}, 2);
+  for (int tile = 0; tile < 2; ++tile) {
+    runtime::submit_task(cl_maybe_throw, {"probe:fwd", tile, 123.0, 0}, {codelets::rdwr(t.tile(tile))}, ThrowArgs{0});
+  }
+  runtime::Engine::current()->wait_all();
+  runtime::Tracer::stop();
+  const auto file = std::filesystem::temp_directory_path() / "dtnn-test-trace.json";
+  runtime::Tracer::write_chrome_trace(file);
+  std::ifstream in(file);
+  const auto doc = nlohmann::json::parse(in);
+  int tasks = 0;
+  std::set<int> tiles;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X") {
+      ++tasks;
+      EXPECT_EQ(e.at("name"), "probe:fwd");
+      EXPECT_EQ(e.at("args").at("flops"), 123.0);
+      EXPECT_GE(e.at("dur").get<double>(), 0.0);
+      EXPECT_GE(e.at("tid").get<int>(), 0);
+      tiles.insert(e.at("args").at("tile").get<int>());
+    }
+  }
+  EXPECT_EQ(tasks, 2);
+  EXPECT_EQ(tiles, (std::set<int>{0, 1}));
+  std::filesystem::remove(file);
+}
+
+TEST(TracerTest, UnwritableFileIsADataErrorNamingIt) {
+  try {
+    runtime::Tracer::write_chrome_trace("/nonexistent-dir/trace.json");
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/trace.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dtnn
