@@ -14,6 +14,31 @@ std::vector<Parameter*> Layer::parameters() {
   return out;
 }
 
+std::vector<Buffer*> Layer::buffers() {
+  std::vector<Buffer*> out;
+  out.reserve(buffers_.size());
+  for (auto& b : buffers_) {
+    out.push_back(b.get());
+  }
+  return out;
+}
+
+Buffer& Layer::add_buffer(std::string name, Shape shape) {
+  auto b = std::make_unique<Buffer>();
+  b->name = std::move(name);
+  b->value = Tensor(std::move(shape));
+  buffers_.push_back(std::move(b));
+  return *buffers_.back();
+}
+
+Tensor& Layer::scratch(const Tensor& input, int id, const Shape& shape, int tiles) {
+  auto [it, inserted] = scratch_.try_emplace({&input, id});
+  if (inserted || it->second.shape() != shape || it->second.tiles() != std::min<std::int64_t>(tiles, shape[0])) {
+    it->second = Tensor(shape, tiles);
+  }
+  return it->second;
+}
+
 std::int64_t Layer::parameter_count() const {
   std::int64_t n = 0;
   for (const auto& p : params_) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +24,15 @@ struct Parameter {
 };
 
 struct PassContext {
-  int training = 1;  // 0 in evaluation: no tensors kept for backward, inference behaviour of layers
-  int priority = 0;  // base priority of the pass's tasks
+  int training = 1;        // 0 in evaluation: inference behaviour of layers (running statistics, no dropout)
+  int priority = 0;        // base priority of the pass's tasks
+  std::int64_t step = 0;   // global training step, for per-step randomness (dropout masks)
+};
+
+// A tensor that is state but not trained (BatchNorm's running statistics), saved in checkpoints.
+struct Buffer {
+  std::string name;
+  Tensor value;
 };
 
 class Layer {
@@ -52,12 +61,18 @@ class Layer {
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) = 0;
 
   [[nodiscard]] std::vector<Parameter*> parameters();
+  [[nodiscard]] std::vector<Buffer*> buffers();
   [[nodiscard]] std::int64_t parameter_count() const;
   // (Re)allocates the per-tile partial gradients for up to `tiles` tiles.
   void prepare_tiles(int tiles);
 
  protected:
   Parameter& add_parameter(std::string name, Shape shape);
+  Buffer& add_buffer(std::string name, Shape shape);
+  // Scratch tensors that a pass keeps between forward and backward (BatchNorm statistics, dropout masks),
+  // one set per input tensor: each step in flight has its own activation tensors, hence its own scratch.
+  // Created on first use (zero-filled); `id` tells apart several scratch tensors of one layer.
+  Tensor& scratch(const Tensor& input, int id, const Shape& shape, int tiles);
   // Sums the tile partials of every parameter into its gradient (after the bwd_weights tasks).
   void submit_gradient_sums(int used_tiles, const PassContext& ctx);
   // Builds and records the shapes; subclasses call it at the end of build().
@@ -68,6 +83,8 @@ class Layer {
   Shape input_shape_;
   Shape output_shape_;
   std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::map<std::pair<const Tensor*, int>, Tensor> scratch_;
 };
 
 }  // namespace dtnn

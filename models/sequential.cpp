@@ -73,11 +73,15 @@ std::uint64_t Sequential::weights_checksum() {
 namespace {
 
 std::string thousands(std::int64_t v) {
-  std::string digits = std::to_string(v);
-  for (int i = static_cast<int>(digits.size()) - 3; i > (v < 0 ? 1 : 0); i -= 3) {
-    digits.insert(static_cast<std::size_t>(i), ",");
+  const std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out = v < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) {
+      out += ',';
+    }
+    out += digits[i];
   }
-  return digits;
+  return out;
 }
 
 }  // namespace

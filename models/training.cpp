@@ -237,7 +237,7 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       while (s.pending || in_flight.size() >= 2) {
         drain_one();
       }
-      const PassContext ctx{1, 0};
+      const PassContext ctx{1, 0, global_step};
       submit_load(s, train, std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)));
       model.forward(s.acts, ctx);
       submit_loss(s, 1.0f / static_cast<float>(rows), s.grads.back());
