@@ -35,7 +35,7 @@ struct TrainArgs {
   int epochs = 1;
   std::int64_t batch_size = 64;
   std::int64_t steps_per_epoch = 0;
-  float lr = 0.01f;
+  float lr = 0.05f;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   bool nesterov = false;

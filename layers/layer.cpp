@@ -47,6 +47,30 @@ std::int64_t Layer::parameter_count() const {
   return n;
 }
 
+std::vector<NamedParameter> named_parameters(Layer& root) {
+  std::vector<NamedParameter> out;
+  for (Parameter* p : root.parameters()) {
+    out.push_back({root.name() + "." + p->name, p});
+  }
+  for (Layer* child : root.children()) {
+    auto sub = named_parameters(*child);
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+std::vector<NamedBuffer> named_buffers(Layer& root) {
+  std::vector<NamedBuffer> out;
+  for (Buffer* b : root.buffers()) {
+    out.push_back({root.name() + "." + b->name, b});
+  }
+  for (Layer* child : root.children()) {
+    auto sub = named_buffers(*child);
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
 void Layer::prepare_tiles(int tiles) {
   for (auto& p : params_) {
     if (!p->tile_grads.defined() || p->tile_grads.tiles() < tiles) {

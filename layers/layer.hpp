@@ -41,7 +41,10 @@ class Layer {
 
   // Name given by the container (dotted path, e.g. "3" or "features.3"), used in task names and errors.
   [[nodiscard]] const std::string& name() const { return name_; }
-  void set_name(std::string name) { name_ = std::move(name); }
+  // Containers override it to rename their children ("<name>.<child>").
+  virtual void set_name(std::string name) { name_ = std::move(name); }
+  // Layers inside a container (paths of a Block); empty for plain layers.
+  [[nodiscard]] virtual std::vector<Layer*> children() { return {}; }
   [[nodiscard]] virtual std::string type() const = 0;
   // Options in one line for the model summary, e.g. "3x3, stride 1, padding 1".
   [[nodiscard]] virtual std::string describe() const { return {}; }
@@ -62,9 +65,10 @@ class Layer {
 
   [[nodiscard]] std::vector<Parameter*> parameters();
   [[nodiscard]] std::vector<Buffer*> buffers();
-  [[nodiscard]] std::int64_t parameter_count() const;
-  // (Re)allocates the per-tile partial gradients for up to `tiles` tiles.
-  void prepare_tiles(int tiles);
+  // Parameters of this layer and of its children.
+  [[nodiscard]] virtual std::int64_t parameter_count() const;
+  // (Re)allocates the per-tile partial gradients for up to `tiles` tiles (children included).
+  virtual void prepare_tiles(int tiles);
 
  protected:
   Parameter& add_parameter(std::string name, Shape shape);
@@ -86,5 +90,19 @@ class Layer {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::map<std::pair<const Tensor*, int>, Tensor> scratch_;
 };
+
+struct NamedParameter {
+  std::string name;  // full dotted name, e.g. "layer1.0.conv1.weight"
+  Parameter* parameter;
+};
+
+struct NamedBuffer {
+  std::string name;  // e.g. "layer1.0.bn1.running_mean"
+  Buffer* buffer;
+};
+
+// Every parameter (buffer) of a layer and its children, depth first, with full dotted names.
+std::vector<NamedParameter> named_parameters(Layer& root);
+std::vector<NamedBuffer> named_buffers(Layer& root);
 
 }  // namespace dtnn

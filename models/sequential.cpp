@@ -8,10 +8,19 @@
 namespace dtnn {
 
 Sequential& Sequential::add(std::unique_ptr<Layer> layer) {
+  return add(std::to_string(layers_.size()), std::move(layer));
+}
+
+Sequential& Sequential::add(std::string name, std::unique_ptr<Layer> layer) {
   if (built_) {
     throw InvalidArgument("Sequential: add() after build(), expected every layer to be added before build()");
   }
-  layer->set_name(std::to_string(layers_.size()));
+  for (const auto& l : layers_) {
+    if (l->name() == name) {
+      throw InvalidArgument(fmt::format("Sequential: two layers named '{}', expected unique names", name));
+    }
+  }
+  layer->set_name(std::move(name));
   layers_.push_back(std::move(layer));
   return *this;
 }
@@ -43,9 +52,17 @@ const Shape& Sequential::output_shape() const {
 std::vector<NamedParameter> Sequential::named_parameters() {
   std::vector<NamedParameter> out;
   for (auto& layer : layers_) {
-    for (Parameter* p : layer->parameters()) {
-      out.push_back({layer->name() + "." + p->name, p});
-    }
+    auto sub = dtnn::named_parameters(*layer);
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+std::vector<NamedBuffer> Sequential::named_buffers() {
+  std::vector<NamedBuffer> out;
+  for (auto& layer : layers_) {
+    auto sub = dtnn::named_buffers(*layer);
+    out.insert(out.end(), sub.begin(), sub.end());
   }
   return out;
 }
@@ -86,16 +103,29 @@ std::string thousands(std::int64_t v) {
 
 }  // namespace
 
-std::string Sequential::summary() const {
-  std::string s = fmt::format("{:<6} {:<11} {:<40} {:<18} {:>12}\n", "Layer", "Type", "Options", "Output shape",
-                              "Parameters");
-  s += std::string(91, '=') + "\n";
-  s += fmt::format("{:<6} {:<11} {:<40} {:<18} {:>12}\n", "", "Input", "", to_string(input_shape_), 0);
-  for (const auto& layer : layers_) {
-    s += fmt::format("{:<6} {:<11} {:<40} {:<18} {:>12}\n", layer->name(), layer->type(), layer->describe(),
-                     to_string(layer->output_shape()), thousands(layer->parameter_count()));
+namespace {
+
+void summary_rows(Layer& layer, int depth, std::string& s) {
+  const std::string name = std::string(static_cast<std::size_t>(2 * depth), ' ') + layer.name();
+  s += fmt::format("{:<24} {:<11} {:<40} {:<18} {:>12}\n", name, layer.type(), layer.describe(),
+                   to_string(layer.output_shape()), thousands(layer.parameter_count()));
+  for (Layer* child : layer.children()) {
+    summary_rows(*child, depth + 1, s);
   }
-  s += std::string(91, '=') + "\n";
+}
+
+}  // namespace
+
+std::string Sequential::summary() const {
+  constexpr int kWidth = 109;
+  std::string s = fmt::format("{:<24} {:<11} {:<40} {:<18} {:>12}\n", "Layer", "Type", "Options", "Output shape",
+                              "Parameters");
+  s += std::string(kWidth, '=') + "\n";
+  s += fmt::format("{:<24} {:<11} {:<40} {:<18} {:>12}\n", "", "Input", "", to_string(input_shape_), 0);
+  for (const auto& layer : layers_) {
+    summary_rows(*layer, 0, s);
+  }
+  s += std::string(kWidth, '=') + "\n";
   s += fmt::format("Total parameters: {}\n", thousands(parameter_count()));
   return s;
 }

@@ -14,21 +14,22 @@
 
 namespace dtnn {
 
-struct NamedParameter {
-  std::string name;  // "3.weight"
-  Parameter* parameter;
-};
-
 class Sequential {
  public:
   Sequential() = default;
   Sequential(Sequential&&) = default;
   Sequential& operator=(Sequential&&) = default;
 
+  // The layer is named by its position ("0", "1", ...) unless a name is given (e.g. "conv1", "layer1").
   Sequential& add(std::unique_ptr<Layer> layer);
+  Sequential& add(std::string name, std::unique_ptr<Layer> layer);
   template <class L, class... Args>
   Sequential& add(Args&&... args) {
     return add(std::make_unique<L>(std::forward<Args>(args)...));
+  }
+  template <class L, class... Args>
+  Sequential& add_as(std::string name, Args&&... args) {
+    return add(std::move(name), std::make_unique<L>(std::forward<Args>(args)...));
   }
 
   // Infers every shape from the per-sample input shape, creates the parameters and initialises them from seed.
@@ -40,6 +41,7 @@ class Sequential {
   [[nodiscard]] std::size_t size() const { return layers_.size(); }
   [[nodiscard]] Layer& layer(std::size_t i) { return *layers_.at(i); }
   [[nodiscard]] std::vector<NamedParameter> named_parameters();
+  [[nodiscard]] std::vector<NamedBuffer> named_buffers();
   [[nodiscard]] std::int64_t parameter_count() const;
   // FNV-1a over the bytes of every parameter in order: equal checksums mean bitwise equal weights.
   [[nodiscard]] std::uint64_t weights_checksum();

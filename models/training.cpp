@@ -242,8 +242,8 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       model.forward(s.acts, ctx);
       submit_loss(s, 1.0f / static_cast<float>(rows), s.grads.back());
       model.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
-        for (Parameter* p : layer.parameters()) {
-          optimizer.submit_update(*p, layer.name() + "." + p->name, ctx.priority);
+        for (const NamedParameter& p : named_parameters(layer)) {
+          optimizer.submit_update(*p.parameter, p.name, ctx.priority);
         }
       });
       s.pending = 1;

@@ -79,6 +79,12 @@ void maxpool2d_bwd_data(const Pool2dShape& sh, const float* x, const float* dy, 
 void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
                           float* dlogits, float* stats);
 
+// ---- Channel concatenation (graph containers) ----
+// y[i] = concat over parts p of part[p][i] for each of n samples; part p has part_elems[p] values per sample
+// (its C_p * H * W). split is the inverse: part[p][i] = the matching slice of y[i].
+void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t* part_elems, float* y);
+void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* part_elems, float* const* parts);
+
 // ---- Reductions and updates ----
 // dst[i] = src[0][i] + src[1][i] + ... + src[nsrc-1][i], summed in that order (bitwise reproducible).
 void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst);

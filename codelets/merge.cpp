@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/merge.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "codelets/cpu/kernels.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn::codelets {
+namespace {
+
+struct AddArgs {
+  std::size_t count;
+  int nsrc;
+  int accumulate;
+};
+
+void add_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AddArgs>(cl_arg);
+  std::array<const float*, STARPU_NMAXBUFS> src{};
+  for (int i = 0; i < a.nsrc; ++i) src[i] = runtime::vector_ptr(buffers[i]);
+  float* dst = runtime::vector_ptr(buffers[a.nsrc]);
+  if (a.accumulate) {
+    kernels::cpu::accumulate_fixed_order(a.count, a.nsrc, src.data(), dst);
+  } else {
+    kernels::cpu::sum_fixed_order(a.count, a.nsrc, src.data(), dst);
+  }
+}
+
+struct ConcatArgs {
+  int n;
+  int nparts;
+  std::array<std::int64_t, kMaxMergeParts> part_elems;
+};
+
+void concat_fwd_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
+  std::array<const float*, kMaxMergeParts> parts{};
+  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p]);
+  kernels::cpu::concat_fwd(a.n, a.nparts, parts.data(), a.part_elems.data(), runtime::vector_ptr(buffers[a.nparts]));
+}
+
+void concat_bwd_data_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
+  std::array<float*, kMaxMergeParts> parts{};
+  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p + 1]);
+  kernels::cpu::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data());
+}
+
+runtime::Codelet cl_add("add", runtime::guarded<add_cpu>, {});
+runtime::Codelet cl_concat_fwd("concat_fwd", runtime::guarded<concat_fwd_cpu>, {});
+runtime::Codelet cl_concat_bwd_data("concat_bwd_data", runtime::guarded<concat_bwd_data_cpu>, {});
+
+ConcatArgs concat_args(const TaskTag& tag, const Tensor& whole, const std::vector<std::int64_t>& elems, int tile) {
+  if (elems.empty() || static_cast<int>(elems.size()) > kMaxMergeParts) {
+    throw InvalidArgument(fmt::format("{}: concatenation of {} parts, expected 1 to {} (StarPU's buffer limit)",
+                                      tag.layer, elems.size(), kMaxMergeParts));
+  }
+  ConcatArgs a{static_cast<int>(whole.tile_range(tile).count), static_cast<int>(elems.size()), {}};
+  std::int64_t total = 0;
+  for (std::size_t p = 0; p < elems.size(); ++p) {
+    a.part_elems[p] = elems[p];
+    total += elems[p];
+  }
+  if (total != whole.row_elements()) {
+    throw InvalidArgument(fmt::format("{}: parts of {} values per sample in all, expected {}", tag.layer, total,
+                                      whole.row_elements()));
+  }
+  return a;
+}
+
+}  // namespace
+
+void submit_add(const TaskTag& tag, std::string_view pass, const std::vector<const Tensor*>& inputs, Tensor& out,
+                int tile) {
+  if (inputs.empty()) {
+    throw InvalidArgument(fmt::format("{}: sum of no tensors", tag.layer));
+  }
+  const std::size_t count = static_cast<std::size_t>(out.tile_range(tile).count * out.row_elements());
+  std::string name;
+  for (std::size_t first = 0; first < inputs.size(); first += kMaxMergeParts) {
+    const int nsrc = static_cast<int>(std::min<std::size_t>(kMaxMergeParts, inputs.size() - first));
+    std::vector<runtime::Access> data;
+    for (int i = 0; i < nsrc; ++i) {
+      const Tensor& in = *inputs[first + i];
+      check_same_tiling(tag, in, out);
+      if (in.row_elements() != out.row_elements()) {
+        throw InvalidArgument(fmt::format("{}: adding {} to {}, expected equal shapes", tag.layer,
+                                          to_string(in.shape()), to_string(out.shape())));
+      }
+      data.push_back(rd(in.tile(tile)));
+    }
+    data.push_back(first > 0 ? rdwr(out.tile(tile)) : wr(out.tile(tile)));
+    const AddArgs a{count, nsrc, first > 0};
+    runtime::submit_task(cl_add, task_info(tag, pass, tile, static_cast<double>(count) * nsrc, name), data, a);
+  }
+}
+
+void submit_concat_fwd(const TaskTag& tag, const std::vector<const Tensor*>& inputs, Tensor& out, int tile) {
+  std::vector<std::int64_t> elems;
+  std::vector<runtime::Access> data;
+  for (const Tensor* in : inputs) {
+    check_same_tiling(tag, *in, out);
+    elems.push_back(in->row_elements());
+    data.push_back(rd(in->tile(tile)));
+  }
+  const ConcatArgs a = concat_args(tag, out, elems, tile);
+  data.push_back(wr(out.tile(tile)));
+  std::string name;
+  runtime::submit_task(cl_concat_fwd, task_info(tag, "concat", tile, 0.0, name), data, a);
+}
+
+void submit_concat_bwd_data(const TaskTag& tag, const Tensor& dy, const std::vector<Tensor*>& parts, int tile) {
+  std::vector<std::int64_t> elems;
+  std::vector<runtime::Access> data{rd(dy.tile(tile))};
+  for (Tensor* p : parts) {
+    check_same_tiling(tag, *p, dy);
+    elems.push_back(p->row_elements());
+    data.push_back(wr(p->tile(tile)));
+  }
+  const ConcatArgs a = concat_args(tag, dy, elems, tile);
+  std::string name;
+  runtime::submit_task(cl_concat_bwd_data, task_info(tag, "split", tile, 0.0, name), data, a);
+}
+
+}  // namespace dtnn::codelets

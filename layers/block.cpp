@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "layers/block.hpp"
+
+#include <fmt/format.h>
+
+#include "codelets/merge.hpp"
+#include "runtime/errors.hpp"
+
+namespace dtnn {
+namespace {
+
+// Scratch ids: activations, their gradients, the slices of the block's gradient, each path's input gradient.
+constexpr int kActivation = 0;
+constexpr int kGradient = 1 << 20;
+constexpr int kSlice = 2 << 20;
+constexpr int kPathInputGradient = 3 << 20;
+
+int slot_id(int kind, std::size_t p, std::size_t i) { return kind + static_cast<int>(p) * 4096 + static_cast<int>(i); }
+
+}  // namespace
+
+Block& Block::add_path(Path&& path) {
+  if (merge_ == Merge::kConcat && static_cast<int>(paths_.size()) == codelets::kMaxMergeParts) {
+    throw InvalidArgument(fmt::format("Concat {}: more than {} paths, expected at most {} (StarPU's buffer limit)",
+                                      name(), codelets::kMaxMergeParts, codelets::kMaxMergeParts));
+  }
+  paths_.push_back(std::move(path));
+  set_name(name());
+  return *this;
+}
+
+std::string Block::describe() const {
+  std::string s;
+  for (const Path& p : paths_) {
+    s += s.empty() ? "" : " | ";
+    s += p.layers_.empty() ? std::string("identity") : fmt::format("{} layers", p.layers_.size());
+  }
+  return s;
+}
+
+void Block::set_name(std::string name) {
+  Layer::set_name(name);
+  for (std::size_t p = 0; p < paths_.size(); ++p) {
+    const std::string prefix = paths_[p].prefix_.value_or(std::to_string(p));
+    for (auto& [local, layer] : paths_[p].layers_) {
+      std::string full = name;
+      for (const std::string& part : {prefix, local}) {
+        if (!part.empty()) full += (full.empty() ? "" : ".") + part;
+      }
+      layer->set_name(full);
+    }
+  }
+}
+
+std::vector<Layer*> Block::children() {
+  std::vector<Layer*> out;
+  for (Path& p : paths_) {
+    for (auto& entry : p.layers_) out.push_back(entry.second.get());
+  }
+  return out;
+}
+
+std::int64_t Block::parameter_count() const {
+  std::int64_t n = Layer::parameter_count();
+  for (const Path& p : paths_) {
+    for (const auto& entry : p.layers_) n += entry.second->parameter_count();
+  }
+  return n;
+}
+
+void Block::prepare_tiles(int tiles) {
+  for (Layer* child : children()) child->prepare_tiles(tiles);
+}
+
+Shape Block::build(const Shape& in) {
+  if (paths_.empty()) {
+    throw InvalidArgument(fmt::format("{} {}: no paths, expected at least one", type(), name()));
+  }
+  std::vector<Shape> outs;
+  for (Path& p : paths_) {
+    Shape s = in;
+    for (auto& entry : p.layers_) s = entry.second->build(s);
+    outs.push_back(s);
+  }
+  Shape out = outs[0];
+  for (std::size_t p = 1; p < outs.size(); ++p) {
+    if (merge_ == Merge::kAdd && outs[p] != out) {
+      throw InvalidArgument(fmt::format("Add {}: path {} outputs {}, expected {} like path 0", name(), p,
+                                        to_string(outs[p]), to_string(out)));
+    }
+    if (merge_ == Merge::kConcat) {
+      if (outs[p].size() != out.size() || !std::equal(outs[p].begin() + 1, outs[p].end(), out.begin() + 1)) {
+        throw InvalidArgument(fmt::format("Concat {}: path {} outputs {}, expected the same spatial size as path 0's {}",
+                                          name(), p, to_string(outs[p]), to_string(outs[0])));
+      }
+      out[0] += outs[p][0];
+    }
+  }
+  return record_shapes(in, out);
+}
+
+void Block::reset_parameters(Rng& rng) {
+  for (Layer* child : children()) child->reset_parameters(rng);
+}
+
+Shape Block::batched(std::int64_t n, const Shape& sample) {
+  Shape s = sample;
+  s.insert(s.begin(), n);
+  return s;
+}
+
+Tensor& Block::activation(const Tensor& x, std::size_t p, std::size_t i) {
+  const Layer& layer = *paths_[p].layers_[i].second;
+  return scratch(x, slot_id(kActivation, p, i), batched(x.shape()[0], layer.output_shape()), x.tiles());
+}
+
+void Block::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
+  std::vector<const Tensor*> outs;
+  for (std::size_t p = 0; p < paths_.size(); ++p) {
+    const Tensor* a = &x;
+    for (std::size_t i = 0; i < paths_[p].layers_.size(); ++i) {
+      Tensor& out = activation(x, p, i);
+      paths_[p].layers_[i].second->forward(*a, out, ctx);
+      a = &out;
+    }
+    outs.push_back(a);
+  }
+  const codelets::TaskTag tag{name(), ctx.priority};
+  for (int t = 0; t < x.tiles(); ++t) {
+    if (merge_ == Merge::kAdd) {
+      codelets::submit_add(tag, "add", outs, y, t);
+    } else {
+      codelets::submit_concat_fwd(tag, outs, y, t);
+    }
+  }
+}
+
+void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
+  const std::int64_t n = x.shape()[0];
+  const codelets::TaskTag tag{name(), ctx.priority + 1};
+  // The gradient reaching each path's output: dy itself for a sum, dy's channel slice for a concatenation.
+  std::vector<const Tensor*> path_dy(paths_.size(), &dy);
+  if (merge_ == Merge::kConcat) {
+    std::vector<Tensor*> slices;
+    for (std::size_t p = 0; p < paths_.size(); ++p) {
+      const Shape& out = paths_[p].layers_.empty() ? input_shape() : paths_[p].layers_.back().second->output_shape();
+      slices.push_back(&scratch(x, slot_id(kSlice, p, 0), batched(n, out), x.tiles()));
+      path_dy[p] = slices.back();
+    }
+    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_concat_bwd_data(tag, dy, slices, t);
+  }
+  std::vector<const Tensor*> contributions;
+  for (std::size_t p = 0; p < paths_.size(); ++p) {
+    auto& layers = paths_[p].layers_;
+    const Tensor* g = path_dy[p];
+    for (std::size_t i = layers.size(); i-- > 0;) {
+      const Tensor& in = i > 0 ? activation(x, p, i - 1) : x;
+      Tensor* g_in = nullptr;
+      if (i > 0) {
+        g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles());
+      } else if (dx != nullptr) {
+        g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles());
+      }
+      layers[i].second->backward(in, activation(x, p, i), *g, g_in, ctx);
+      g = g_in;
+    }
+    if (dx != nullptr) contributions.push_back(g);
+  }
+  if (dx != nullptr) {
+    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_add(tag, "bwd_data", contributions, *dx, t);
+  }
+}
+
+}  // namespace dtnn

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// Block: the graph container. Several paths of layers read the same input and their outputs are merged,
+// by element-wise sum (residual Add: ResNet) or by channel concatenation (Concat: DenseNet, Inception).
+// An empty path is the identity. Blocks nest (a path may hold a Block).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace dtnn {
+
+enum class Merge { kAdd, kConcat };
+
+// Layers applied in order. Their names, under the block, are "<prefix>.<name>": the prefix defaults to the
+// path's index in the block, the name to the layer's index in the path. Path("") puts the layers directly
+// under the block, so that PyTorch's names ("layer1.0.conv1", "layer1.0.downsample.0") can be reproduced.
+class Path {
+ public:
+  Path() = default;
+  explicit Path(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  // Fluent on lvalues and on temporaries, so that block.add_path(Path().add<Conv2d>(...)) moves the path.
+  Path& add(std::unique_ptr<Layer> layer) & { return add(std::to_string(layers_.size()), std::move(layer)); }
+  Path& add(std::string name, std::unique_ptr<Layer> layer) & {
+    layers_.emplace_back(std::move(name), std::move(layer));
+    return *this;
+  }
+  Path&& add(std::unique_ptr<Layer> layer) && { return std::move(add(std::move(layer))); }
+  Path&& add(std::string name, std::unique_ptr<Layer> layer) && {
+    return std::move(add(std::move(name), std::move(layer)));
+  }
+  template <class L, class... Args>
+  Path& add(Args&&... args) & {
+    return add(std::make_unique<L>(std::forward<Args>(args)...));
+  }
+  template <class L, class... Args>
+  Path&& add(Args&&... args) && {
+    return std::move(add(std::make_unique<L>(std::forward<Args>(args)...)));
+  }
+  template <class L, class... Args>
+  Path& add_as(std::string name, Args&&... args) & {
+    return add(std::move(name), std::make_unique<L>(std::forward<Args>(args)...));
+  }
+  template <class L, class... Args>
+  Path&& add_as(std::string name, Args&&... args) && {
+    return std::move(add(std::move(name), std::make_unique<L>(std::forward<Args>(args)...)));
+  }
+
+ private:
+  friend class Block;
+  std::optional<std::string> prefix_;
+  std::vector<std::pair<std::string, std::unique_ptr<Layer>>> layers_;
+};
+
+class Block : public Layer {
+ public:
+  explicit Block(Merge merge) : merge_(merge) {}
+  Block& add_path(Path&& path);
+
+  [[nodiscard]] std::string type() const override { return merge_ == Merge::kAdd ? "Add" : "Concat"; }
+  [[nodiscard]] std::string describe() const override;
+  void set_name(std::string name) override;
+  [[nodiscard]] std::vector<Layer*> children() override;
+  [[nodiscard]] std::int64_t parameter_count() const override;
+  void prepare_tiles(int tiles) override;
+  Shape build(const Shape& sample_input) override;
+  void reset_parameters(Rng& rng) override;
+  void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
+
+ private:
+  // The output of layer i of path p for this input (the path's own scratch tensors).
+  Tensor& activation(const Tensor& x, std::size_t p, std::size_t i);
+  static Shape batched(std::int64_t n, const Shape& sample);
+
+  Merge merge_;
+  std::vector<Path> paths_;
+};
+
+}  // namespace dtnn
