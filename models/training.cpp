@@ -207,8 +207,12 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
   ProgressLine progress;
   History history;
   std::int64_t global_step = 0;
+  TrainState state{model, optimizer, history, 0, o.epochs_, 0, steps, 0};
+  for (auto& c : o.callbacks_) c->on_train_begin(state);
 
-  for (int epoch = 0; epoch < o.epochs_; ++epoch) {
+  for (int epoch = 0; epoch < o.epochs_ && !state.stop; ++epoch) {
+    state.epoch = epoch;
+    for (auto& c : o.callbacks_) c->on_epoch_begin(state);
     const std::vector<std::int64_t> order = epoch_order(n, o.batch_size_, o.steps_per_epoch_, o.shuffle_, o.seed_, epoch);
     if (o.verbose_) {
       progress.start_epoch(epoch + 1, o.epochs_, steps);
@@ -232,6 +236,8 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
     for (std::int64_t step = 0; step < steps; ++step) {
       const std::int64_t first = step * o.batch_size_;
       const std::int64_t rows = std::min<std::int64_t>(o.batch_size_, static_cast<std::int64_t>(order.size()) - first);
+      state.step = global_step;
+      for (auto& c : o.callbacks_) c->on_batch_begin(state);
       Slot& s = graph.slot(rows, global_step);
       // At most two steps in flight: the oldest one's metrics are read before its buffers are reused.
       while (s.pending || in_flight.size() >= 2) {
@@ -273,7 +279,10 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       progress.end_epoch(record.loss, record.accuracy, record.images, suffix);
     }
     history.epochs.push_back(record);
+    for (auto& c : o.callbacks_) c->on_epoch_end(state);
   }
+  for (auto& c : o.callbacks_) c->on_train_end(state);
+  engine.wait_all();
   return history;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "io/dataset.hpp"
@@ -14,25 +15,6 @@
 #include "models/sequential.hpp"
 
 namespace dtnn {
-
-struct FitOptions {
-  FitOptions& epochs(int n) { epochs_ = n; return *this; }
-  FitOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
-  FitOptions& tiles(int n) { tiles_ = n; return *this; }
-  FitOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
-  FitOptions& shuffle(int on) { shuffle_ = on; return *this; }
-  FitOptions& verbose(int on) { verbose_ = on; return *this; }
-  // 0: the whole training set each epoch; otherwise this many steps (the data wraps around).
-  FitOptions& steps_per_epoch(std::int64_t n) { steps_per_epoch_ = n; return *this; }
-
-  int epochs_ = 1;
-  std::int64_t batch_size_ = 64;
-  int tiles_ = 2;
-  std::uint64_t seed_ = 0;
-  int shuffle_ = 1;
-  int verbose_ = 1;
-  std::int64_t steps_per_epoch_ = 0;
-};
 
 struct EpochRecord {
   int epoch = 0;
@@ -53,6 +35,53 @@ struct History {
   [[nodiscard]] double images_per_second() const;
   // Throughput without the first epoch (warm-up, performance-model calibration); NaN with one epoch.
   [[nodiscard]] double images_per_second_after_first() const;
+};
+
+struct TrainState;
+
+// Hooks into fit(): learning-rate schedules, early stopping, checkpoints. Called on the driver thread.
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(TrainState& state) {}
+  virtual void on_epoch_begin(TrainState& state) {}
+  // Before the step's tasks are submitted: the place to set the learning rate of this step.
+  virtual void on_batch_begin(TrainState& state) {}
+  // After the epoch's metrics (and validation metrics) are known; may set state.stop.
+  virtual void on_epoch_end(TrainState& state) {}
+  virtual void on_train_end(TrainState& state) {}
+};
+
+struct TrainState {
+  Sequential& model;
+  Optimizer& optimizer;
+  History& history;           // epochs finished so far (on_epoch_end: the last one is the epoch that ended)
+  int epoch = 0;              // 0-based
+  int epochs = 0;
+  std::int64_t step = 0;      // global step index (0-based), the one about to run in on_batch_begin
+  std::int64_t steps_per_epoch = 0;
+  int stop = 0;               // set to 1 to end training after this epoch
+};
+
+struct FitOptions {
+  FitOptions& epochs(int n) { epochs_ = n; return *this; }
+  FitOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
+  FitOptions& tiles(int n) { tiles_ = n; return *this; }
+  FitOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
+  FitOptions& shuffle(int on) { shuffle_ = on; return *this; }
+  FitOptions& verbose(int on) { verbose_ = on; return *this; }
+  // 0: the whole training set each epoch; otherwise this many steps (the data wraps around).
+  FitOptions& steps_per_epoch(std::int64_t n) { steps_per_epoch_ = n; return *this; }
+  FitOptions& callback(std::shared_ptr<Callback> c) { callbacks_.push_back(std::move(c)); return *this; }
+
+  int epochs_ = 1;
+  std::int64_t batch_size_ = 64;
+  int tiles_ = 2;
+  std::uint64_t seed_ = 0;
+  int shuffle_ = 1;
+  int verbose_ = 1;
+  std::int64_t steps_per_epoch_ = 0;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
 };
 
 struct EvalOptions {
