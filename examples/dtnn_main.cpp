@@ -2,6 +2,9 @@
 // dtnn: the command-line program. `dtnn train` trains a model of the zoo on a dataset, each step a StarPU
 // task graph; `dtnn models` lists the zoo; `dtnn summary` prints a model's layers.
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cmath>
 #include <cstdio>
@@ -15,10 +18,13 @@
 #include <nlohmann/json.hpp>
 
 #include "io/dataset.hpp"
+#include "models/distributed.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/allreduce.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/mpi.hpp"
 #include "runtime/trace.hpp"
 
 namespace {
@@ -47,7 +53,41 @@ struct TrainArgs {
   std::string report;
   bool quiet = false;
   bool no_test = false;
+  std::string allreduce = "overlapped";
+  double bucket_mb = 25.0;
+  int mpi_timeout = 300;
+  bool drop_last = false;
+  // Fault injection for the failure tests: this rank kills itself (or hangs) before the given global step.
+  int fail_rank = -1;
+  std::int64_t fail_step = -1;
+  std::string fail_mode = "kill";
 };
+
+// The fault-injection option's effect, as a callback so that it happens at a step boundary.
+class FailAtStep : public dtnn::Callback {
+ public:
+  FailAtStep(std::int64_t step, std::string mode) : step_(step), mode_(std::move(mode)) {}
+  void on_batch_begin(dtnn::TrainState& state) override {
+    if (state.step != step_) return;
+    std::fprintf(stderr, "dtnn: fault injection: %s at step %lld\n", mode_.c_str(), static_cast<long long>(step_));
+    std::fflush(stderr);
+    if (mode_ == "kill") {
+      std::raise(SIGKILL);
+    }
+    while (true) pause();
+  }
+
+ private:
+  std::int64_t step_;
+  std::string mode_;
+};
+
+// trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
+std::string per_rank(const std::string& file, const dtnn::runtime::Mpi& mpi) {
+  if (!mpi.active()) return file;
+  const std::filesystem::path p(file);
+  return (p.parent_path() / (p.stem().string() + fmt::format(".rank{}", mpi.rank()) + p.extension().string())).string();
+}
 
 double peak_rss_mb() {
   rusage usage{};
@@ -99,38 +139,69 @@ dtnn::io::TrainTest load_data(const TrainArgs& a, const dtnn::models::ModelInfo&
 
 int run_train(const TrainArgs& a) {
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
+  dtnn::runtime::Mpi mpi(a.mpi_timeout);
+  const bool root = mpi.rank() == 0;
+  const bool talk = root && !a.quiet;
   dtnn::runtime::Engine engine(
       dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(a.trace.empty() ? 0 : 1));
-  if (!a.quiet) {
-    fmt::print("dtnn: {}\n", engine.describe());
+  if (talk) {
+    fmt::print("dtnn: {}{}\n", engine.describe(),
+               mpi.active() ? fmt::format("; {} MPI ranks, allreduce {}", mpi.size(), a.allreduce) : "");
   }
   dtnn::io::TrainTest data = load_data(a, info);
   dtnn::Sequential model = info.make();
   model.build(info.input, a.seed);
-  if (!a.quiet) {
+  if (talk) {
     fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
                data.train.name, data.train.size(), data.test.size(), model.summary());
   }
+  std::unique_ptr<dtnn::runtime::GradientReducer> reducer;
+  if (mpi.active()) {
+    // Everything that must agree for the ranks to train one model together.
+    const std::string options = fmt::format(
+        "model={} dataset={} train={} test={} batch={} epochs={} steps={} lr={} momentum={} wd={} nesterov={} "
+        "seed={} drop_last={} allreduce={}",
+        a.model, data.train.name, data.train.size(), data.test.size(), a.batch_size, a.epochs, a.steps_per_epoch,
+        a.lr, a.momentum, a.weight_decay, a.nesterov, a.seed, a.drop_last, a.allreduce);
+    dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
+    dtnn::broadcast_weights(model, mpi);
+    reducer = std::make_unique<dtnn::runtime::GradientReducer>(
+        mpi, dtnn::runtime::ReducerOptions()
+                 .mode(a.allreduce == "blocking" ? dtnn::runtime::AllreduceMode::kBlocking
+                                                 : dtnn::runtime::AllreduceMode::kOverlapped)
+                 .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024)));
+  }
   dtnn::Sgd optimizer(
       dtnn::SgdOptions(a.lr).momentum(a.momentum).weight_decay(a.weight_decay).nesterov(a.nesterov ? 1 : 0));
-  const auto fit_options = dtnn::FitOptions()
-                               .epochs(a.epochs)
-                               .batch_size(a.batch_size)
-                               .tiles(a.tiles)
-                               .seed(a.seed)
-                               .steps_per_epoch(a.steps_per_epoch)
-                               .verbose(a.quiet ? 0 : 1);
+  auto fit_options = dtnn::FitOptions()
+                         .epochs(a.epochs)
+                         .batch_size(a.batch_size)
+                         .tiles(a.tiles)
+                         .seed(a.seed)
+                         .steps_per_epoch(a.steps_per_epoch)
+                         .verbose(a.quiet ? 0 : 1)
+                         .data_parallel({&mpi, reducer.get(), a.drop_last ? 1 : 0});
+  if (a.fail_step >= 0 && a.fail_rank == mpi.rank()) {
+    fit_options.callback(std::make_shared<FailAtStep>(a.fail_step, a.fail_mode));
+  }
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::start();
   }
   const dtnn::History history = dtnn::fit(model, optimizer, data.train, fit_options);
+  if (reducer) {
+    reducer->wait_idle();
+  }
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::stop();
-    dtnn::runtime::Tracer::write_chrome_trace(a.trace);
+    dtnn::runtime::Tracer::write_chrome_trace(per_rank(a.trace, mpi));
   }
   std::optional<dtnn::EvalResult> test;
   if (!a.no_test) {
-    test = dtnn::evaluate(model, data.test, dtnn::EvalOptions().batch_size(256).tiles(a.tiles));
+    test = dtnn::evaluate(model, data.test, dtnn::EvalOptions().batch_size(256).tiles(a.tiles).mpi(&mpi));
+  }
+  const std::vector<std::uint64_t> checksums = mpi.all_gather(model.weights_checksum(), "weights checksums");
+  if (!root) {
+    return 0;
   }
 
   const double per_epoch = history.train_seconds() / static_cast<double>(history.epochs.size());
@@ -144,7 +215,7 @@ int run_train(const TrainArgs& a) {
   }
   fmt::print("Peak memory: {:.1f} MiB\n", peak_rss_mb());
   if (!a.trace.empty()) {
-    fmt::print("Trace: {} ({} tasks)\n", a.trace, dtnn::runtime::Tracer::events().size());
+    fmt::print("Trace: {} ({} events)\n", per_rank(a.trace, mpi), dtnn::runtime::Tracer::events().size());
   }
 
   if (!a.report.empty()) {
@@ -172,7 +243,14 @@ int run_train(const TrainArgs& a) {
         {"images_per_second", history.images_per_second()},
         {"images_per_second_after_first_epoch", std::isnan(after_first) ? nlohmann::json() : nlohmann::json(after_first)},
         {"peak_rss_mb", peak_rss_mb()},
-        {"weights_checksum", fmt::format("{:016x}", model.weights_checksum())},
+        {"weights_checksum", fmt::format("{:016x}", checksums[0])},
+        {"weights_checksums", [&] {
+           nlohmann::json all = nlohmann::json::array();
+           for (std::uint64_t c : checksums) all.push_back(fmt::format("{:016x}", c));
+           return all;
+         }()},
+        {"ranks", mpi.size()},
+        {"allreduce", mpi.active() ? a.allreduce : "none"},
         {"history", epochs},
     };
     if (test) {
@@ -239,6 +317,25 @@ int main(int argc, char** argv) {
   train->add_option("--report", t.report, "write a JSON summary of the run");
   train->add_flag("--quiet", t.quiet, "no summary table and no progress lines");
   train->add_flag("--no-test", t.no_test, "skip the evaluation on the test set");
+  train->add_option("--allreduce", t.allreduce,
+                    "MPI gradient reduction: overlapped (each bucket as soon as its gradients are final) or "
+                    "blocking (after the whole backward pass)")
+      ->check(CLI::IsMember({"overlapped", "blocking"}))
+      ->capture_default_str();
+  train->add_option("--bucket-mb", t.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train->add_option("--mpi-timeout", t.mpi_timeout,
+                    "seconds a rank waits for the others before aborting the job (a rank died or hangs)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  train->add_flag("--drop-last", t.drop_last, "drop a last global batch smaller than the others (default: split "
+                                              "it evenly over the ranks)");
+  train->add_option("--fail-rank", t.fail_rank, "fault injection (tests): the rank that fails")->group("");
+  train->add_option("--fail-step", t.fail_step, "fault injection (tests): before this global step")->group("");
+  train->add_option("--fail-mode", t.fail_mode, "fault injection (tests): kill or hang")
+      ->check(CLI::IsMember({"kill", "hang"}))
+      ->group("");
 
   CLI::App* models = app.add_subcommand("models", "list the model zoo");
   std::string summary_model = "simplecnn";

@@ -198,9 +198,26 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
                                       "batch size and tiles >= 1 and steps per epoch >= 0",
                                       o.epochs_, o.batch_size_, o.tiles_, o.steps_per_epoch_));
   }
+  const DataParallel& dp = o.data_parallel_;
+  const int world = dp.mpi != nullptr ? dp.mpi->size() : 1;
+  const int rank = dp.mpi != nullptr ? dp.mpi->rank() : 0;
+  if (world > 1 && dp.reducer == nullptr) {
+    throw InvalidArgument(fmt::format("fit: {} ranks without a gradient reducer", world));
+  }
+  const int verbose = o.verbose_ && rank == 0;
   const std::int64_t n = train.size();
-  const std::int64_t steps =
-      o.steps_per_epoch_ > 0 ? o.steps_per_epoch_ : (n + o.batch_size_ - 1) / o.batch_size_;
+  // Every rank walks the same seeded order of global batches and takes its rows of each one.
+  const std::int64_t global_batch = o.batch_size_ * world;
+  std::int64_t steps = o.steps_per_epoch_ > 0 ? o.steps_per_epoch_ : (n + global_batch - 1) / global_batch;
+  const std::int64_t last_rows = o.steps_per_epoch_ > 0 ? global_batch : n - (steps - 1) * global_batch;
+  if (steps > 1 && last_rows < global_batch && (dp.drop_last || last_rows < world)) {
+    --steps;  // a last global batch too small to give every rank a row (or dropped by request)
+  }
+  if (steps < 1) {
+    throw InvalidArgument(fmt::format("fit: dataset {} has {} samples, expected at least one global batch of {} "
+                                      "({} per rank x {} ranks)",
+                                      train.name, n, global_batch, o.batch_size_, world));
+  }
 
   StepGraph graph(model, o.tiles_, 1);
   std::deque<Slot*> in_flight;
@@ -213,8 +230,8 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
   for (int epoch = 0; epoch < o.epochs_ && !state.stop; ++epoch) {
     state.epoch = epoch;
     for (auto& c : o.callbacks_) c->on_epoch_begin(state);
-    const std::vector<std::int64_t> order = epoch_order(n, o.batch_size_, o.steps_per_epoch_, o.shuffle_, o.seed_, epoch);
-    if (o.verbose_) {
+    const std::vector<std::int64_t> order = epoch_order(n, global_batch, o.steps_per_epoch_, o.shuffle_, o.seed_, epoch);
+    if (verbose) {
       progress.start_epoch(epoch + 1, o.epochs_, steps);
     }
     const auto start = Clock::now();
@@ -227,31 +244,48 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       epoch_stats.correct += s.correct;
       epoch_stats.rows += s.rows;
       ++done_steps;
-      if (o.verbose_) {
+      if (verbose) {
         progress.update(done_steps, epoch_stats.loss_sum / epoch_stats.rows, epoch_stats.correct / epoch_stats.rows,
-                        epoch_stats.rows);
+                        epoch_stats.rows * world);
       }
     };
 
     for (std::int64_t step = 0; step < steps; ++step) {
-      const std::int64_t first = step * o.batch_size_;
-      const std::int64_t rows = std::min<std::int64_t>(o.batch_size_, static_cast<std::int64_t>(order.size()) - first);
+      const std::int64_t first = step * global_batch;
+      const std::int64_t global_rows =
+          std::min<std::int64_t>(global_batch, static_cast<std::int64_t>(order.size()) - first);
+      const TileRange mine = split_rows(global_rows, world)[static_cast<std::size_t>(rank)];
       state.step = global_step;
       for (auto& c : o.callbacks_) c->on_batch_begin(state);
-      Slot& s = graph.slot(rows, global_step);
+      Slot& s = graph.slot(mine.count, global_step);
       // At most two steps in flight: the oldest one's metrics are read before its buffers are reused.
       while (s.pending || in_flight.size() >= 2) {
         drain_one();
       }
       const PassContext ctx{1, 0, global_step};
-      submit_load(s, train, std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)));
+      submit_load(s, train,
+                  std::span(order).subspan(static_cast<std::size_t>(first + mine.begin),
+                                           static_cast<std::size_t>(mine.count)));
       model.forward(s.acts, ctx);
-      submit_loss(s, 1.0f / static_cast<float>(rows), s.grads.back());
+      // Scaled by the global batch, so that the sum over ranks is the mean gradient of the global batch.
+      submit_loss(s, 1.0f / static_cast<float>(global_rows), s.grads.back());
+      std::vector<NamedParameter> waiting;  // gradients whose bucket is still open
+      auto submit_updates = [&] {
+        for (const NamedParameter& p : waiting) optimizer.submit_update(*p.parameter, p.name, ctx.priority);
+        waiting.clear();
+      };
       model.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
         for (const NamedParameter& p : named_parameters(layer)) {
-          optimizer.submit_update(*p.parameter, p.name, ctx.priority);
+          waiting.push_back(p);
+          if (dp.reducer == nullptr || dp.reducer->add(p.parameter->grad, p.name)) {
+            submit_updates();
+          }
         }
       });
+      if (dp.reducer != nullptr) {
+        dp.reducer->end_step();
+      }
+      submit_updates();
       s.pending = 1;
       in_flight.push_back(&s);
       ++global_step;
@@ -260,6 +294,13 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       drain_one();
     }
     engine.wait_all();
+    if (dp.mpi != nullptr && world > 1) {
+      double totals[3] = {epoch_stats.loss_sum, epoch_stats.correct, static_cast<double>(epoch_stats.rows)};
+      dp.mpi->sum(totals, 3, fmt::format("metrics of epoch {}", epoch + 1));
+      epoch_stats.loss_sum = totals[0];
+      epoch_stats.correct = totals[1];
+      epoch_stats.rows = static_cast<std::int64_t>(totals[2]);
+    }
 
     EpochRecord record;
     record.epoch = epoch + 1;
@@ -270,12 +311,14 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
     record.learning_rate = optimizer.learning_rate();
     std::string suffix;
     if (validation != nullptr) {
-      const EvalResult v = evaluate(model, *validation, EvalOptions().batch_size(std::max<std::int64_t>(o.batch_size_, 256)).tiles(o.tiles_));
+      const EvalResult v = evaluate(
+          model, *validation,
+          EvalOptions().batch_size(std::max<std::int64_t>(o.batch_size_, 256)).tiles(o.tiles_).mpi(dp.mpi));
       record.val_loss = v.loss;
       record.val_accuracy = v.accuracy;
       suffix = fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", v.loss, v.accuracy);
     }
-    if (o.verbose_) {
+    if (verbose) {
       progress.end_epoch(record.loss, record.accuracy, record.images, suffix);
     }
     history.epochs.push_back(record);
@@ -297,9 +340,15 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
     throw InvalidArgument(fmt::format("evaluate: batch_size={} tiles={}, expected both >= 1", o.batch_size_, o.tiles_));
   }
   const auto start = Clock::now();
-  const std::int64_t n = data.size();
+  const int world = o.mpi_ != nullptr ? o.mpi_->size() : 1;
+  const int rank = o.mpi_ != nullptr ? o.mpi_->rank() : 0;
+  // Each rank evaluates a contiguous share; with more ranks than samples some ranks have none.
+  const std::vector<TileRange> shares = split_rows(data.size(), world);
+  const TileRange mine = static_cast<std::size_t>(rank) < shares.size() ? shares[static_cast<std::size_t>(rank)]
+                                                                        : TileRange{data.size(), 0};
+  const std::int64_t n = mine.count;
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
+  std::iota(order.begin(), order.end(), mine.begin);
   StepGraph graph(model, o.tiles_, 0);
   std::deque<std::pair<Slot*, std::int64_t>> in_flight;
   StepStats total;
@@ -330,6 +379,13 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
     drain_one();
   }
   engine.wait_all();
+  if (world > 1) {
+    double totals[3] = {total.loss_sum, total.correct, static_cast<double>(total.rows)};
+    o.mpi_->sum(totals, 3, "evaluation metrics");
+    total.loss_sum = totals[0];
+    total.correct = totals[1];
+    total.rows = static_cast<std::int64_t>(totals[2]);
+  }
   EvalResult r;
   r.samples = total.rows;
   r.loss = total.loss_sum / static_cast<double>(total.rows);

@@ -13,6 +13,8 @@
 #include "io/dataset.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
+#include "runtime/allreduce.hpp"
+#include "runtime/mpi.hpp"
 
 namespace dtnn {
 
@@ -63,6 +65,14 @@ struct TrainState {
   int stop = 0;               // set to 1 to end training after this epoch
 };
 
+// Synchronous data parallelism across MPI ranks: every rank takes its shard of each global batch
+// (batch_size per rank), gradients are summed by the reducer, metrics averaged over the ranks.
+struct DataParallel {
+  const runtime::Mpi* mpi = nullptr;             // null or a world of one: no communication
+  runtime::GradientReducer* reducer = nullptr;   // required when the world has several ranks
+  int drop_last = 0;                             // 1: drop a last global batch smaller than the others
+};
+
 struct FitOptions {
   FitOptions& epochs(int n) { epochs_ = n; return *this; }
   FitOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
@@ -73,6 +83,8 @@ struct FitOptions {
   // 0: the whole training set each epoch; otherwise this many steps (the data wraps around).
   FitOptions& steps_per_epoch(std::int64_t n) { steps_per_epoch_ = n; return *this; }
   FitOptions& callback(std::shared_ptr<Callback> c) { callbacks_.push_back(std::move(c)); return *this; }
+  // batch_size is then the batch of each rank; the global batch is batch_size x ranks.
+  FitOptions& data_parallel(DataParallel dp) { data_parallel_ = dp; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -82,13 +94,17 @@ struct FitOptions {
   int verbose_ = 1;
   std::int64_t steps_per_epoch_ = 0;
   std::vector<std::shared_ptr<Callback>> callbacks_;
+  DataParallel data_parallel_;
 };
 
 struct EvalOptions {
   EvalOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
   EvalOptions& tiles(int n) { tiles_ = n; return *this; }
+  // Each rank evaluates its share of the data; the results are summed over the ranks.
+  EvalOptions& mpi(const runtime::Mpi* m) { mpi_ = m; return *this; }
   std::int64_t batch_size_ = 256;
   int tiles_ = 2;
+  const runtime::Mpi* mpi_ = nullptr;
 };
 
 struct EvalResult {

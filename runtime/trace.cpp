@@ -62,6 +62,18 @@ std::vector<TraceEvent> Tracer::events() {
   return g_events;
 }
 
+// Row of the events that are not tasks (the communication thread).
+constexpr int kCommRow = 1000;
+
+void Tracer::record(std::string name, int tile, double flops, double start_us, double end_us) {
+  if (!g_active) {
+    return;
+  }
+  TraceEvent e{std::move(name), tile, flops, kCommRow, start_us, end_us};
+  std::lock_guard lock(g_mutex);
+  g_events.push_back(std::move(e));
+}
+
 void Tracer::attach(starpu_task* task, int tile) {
   if (!g_active) {
     return;
@@ -94,8 +106,8 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
     }
   }
   for (int w : workers) {
-    char name[64] = "worker";
-    if (w >= 0) {
+    char name[64] = "MPI communication thread";
+    if (w >= 0 && w != kCommRow) {
       starpu_worker_get_name(w, name, sizeof(name));
     }
     trace_events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", w},

@@ -31,6 +31,10 @@ class Tracer {
   // Writes the events recorded so far; throws dtnn::DataError naming the file when it cannot be written.
   static void write_chrome_trace(const std::filesystem::path& file);
 
+  // Records work that is not a StarPU task (MPI reductions on the communication thread) on its own row;
+  // times from starpu_timing_now(). No-op when the tracer is inactive.
+  static void record(std::string name, int tile, double flops, double start_us, double end_us);
+
   // Called by submit_task: arranges for the task to be recorded when the tracer is active.
   static void attach(starpu_task* task, int tile);
 };

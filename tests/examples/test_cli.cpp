@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -23,10 +24,13 @@ struct CliRun {
   std::string output;
 };
 
-CliRun dtnn(const std::string& args) {
+std::string exe() {
   const char* bin = std::getenv("DTNN_BIN");
-  const std::string exe = bin != nullptr ? bin : DTNN_BINARY_DIR "/bin/dtnn";
-  const std::string cmd = "STARPU_SILENT=1 " + exe + " " + args + " 2>&1";
+  return bin != nullptr ? bin : DTNN_BINARY_DIR "/bin/dtnn";
+}
+
+CliRun dtnn_with_prefix(const std::string& command) {
+  const std::string cmd = "STARPU_SILENT=1 OMPI_MCA_btl_vader_single_copy_mechanism=none " + command + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string out;
@@ -35,6 +39,8 @@ CliRun dtnn(const std::string& args) {
   const int rc = pclose(pipe);
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
 }
+
+CliRun dtnn(const std::string& args) { return dtnn_with_prefix(exe() + " " + args); }
 
 fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("dtnn-cli-" + std::to_string(::getpid()) + "-" + name);
@@ -133,6 +139,53 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"train --dataset mnist", 2, "--data-dir: required for --dataset mnist"},
                       BadInput{"train --dataset mnist --data-dir /nonexistent-dtnn", 1, "/nonexistent-dtnn"},
                       BadInput{"", 2, "subcommand"}));
+
+CliRun mpirun(const std::string& args) {
+  return dtnn_with_prefix("mpirun --oversubscribe --allow-run-as-root " + args);
+}
+
+const std::string kMpiRun =
+    "train --dataset synthetic --synthetic-samples 640 --batch-size 16 --steps-per-epoch 20 --workers 1 --quiet";
+
+TEST(CliMpiTest, TwoRanksAgreeOnTheWeights) {
+  const fs::path report = temp_path("mpi-report.json");
+  const CliRun r = mpirun("-np 2 " + exe() + " " + kMpiRun + " --report " + report.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto doc = read_json(report);
+  fs::remove(report);
+  EXPECT_EQ(doc.at("ranks"), 2);
+  ASSERT_EQ(doc.at("weights_checksums").size(), 2u);
+  EXPECT_EQ(doc.at("weights_checksums")[0], doc.at("weights_checksums")[1]);
+}
+
+TEST(CliMpiTest, ModelThatDiffersOnOneRankIsAClearErrorOnBoth) {
+  const CliRun r = mpirun("-np 1 " + exe() + " " + kMpiRun + " : -np 1 " + exe() + " " + kMpiRun +
+                          " --model simplemlp");
+  EXPECT_NE(r.status, 0) << r.output;
+  const std::string message = "rank 1 (hash";
+  const auto first = r.output.find(message);
+  ASSERT_NE(first, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(message, first + 1), std::string::npos) << "expected the error on both ranks\n" << r.output;
+}
+
+TEST(CliMpiTest, KilledRankEndsTheJobWithAnError) {
+  const auto start = std::chrono::steady_clock::now();
+  const CliRun r = mpirun("-np 2 " + exe() + " " + kMpiRun + " --mpi-timeout 20 --fail-rank 1 --fail-step 5");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST(CliMpiTest, HungRankMakesTheOtherAbortAfterTheTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const CliRun r = mpirun("-np 2 " + exe() + " " + kMpiRun + " --mpi-timeout 3 --fail-rank 1 --fail-step 5 "
+                          "--fail-mode hang");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0: gradient allreduce of"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did not complete within 3 s (--mpi-timeout): rank 1 died or hangs"), std::string::npos)
+      << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
 
 TEST(CliTest, ModelsAndSummaryList) {
   const CliRun models = dtnn("models");

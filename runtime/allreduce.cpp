@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/allreduce.hpp"
+
+#include <starpu.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/trace.hpp"
+
+namespace dtnn::runtime {
+
+struct GradientReducer::Request {
+  GradientReducer* owner = nullptr;
+  std::int64_t step = 0;
+  int bucket = 0;
+  std::string name;
+  std::vector<Tensor*> grads;
+  std::size_t count = 0;
+  std::atomic<int> acquired{0};
+  MPI_Request mpi = MPI_REQUEST_NULL;
+  float* buffer = nullptr;  // reduced in place: the gradient itself for a one-gradient bucket, else staging
+  std::chrono::steady_clock::time_point started;
+  double trace_start_us = 0.0;
+};
+
+void GradientReducer::acquired(void* request) {
+  auto* r = static_cast<Request*>(request);
+  r->acquired.fetch_add(1, std::memory_order_acq_rel);
+  r->owner->cv_.notify_all();
+}
+
+GradientReducer::GradientReducer(const Mpi& mpi, ReducerOptions options) : mpi_(mpi), options_(options) {
+  thread_ = std::thread([this] { run(); });
+}
+
+GradientReducer::~GradientReducer() {
+  end_step();
+  wait_idle();
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = 1;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+int GradientReducer::add(Tensor& grad, const std::string& name) {
+  if (!open_) {
+    open_ = std::make_unique<Request>();
+    open_->owner = this;
+    open_->step = step_;
+    open_->bucket = next_bucket_;
+  }
+  open_->grads.push_back(&grad);
+  open_->count += static_cast<std::size_t>(grad.numel());
+  open_->name += open_->name.empty() ? name : "," + name;
+  if (open_->count * sizeof(float) >= options_.bucket_bytes_) {
+    return flush();
+  }
+  return 0;
+}
+
+int GradientReducer::flush() {
+  if (!open_) return 0;
+  Request* r = open_.get();
+  {
+    std::lock_guard lock(mutex_);
+    ++pending_;
+    queue_.push_back(std::move(open_));
+  }
+  // After the request is queued: a callback may fire at once, from a StarPU thread.
+  for (Tensor* g : r->grads) {
+    starpu_data_acquire_cb(g->handle(), STARPU_RW, acquired, r);
+  }
+  ++next_bucket_;
+  cv_.notify_all();
+  return 1;
+}
+
+void GradientReducer::end_step() {
+  flush();
+  {
+    std::lock_guard lock(mutex_);
+    ++step_;
+    steps_closed_ = step_;
+  }
+  next_bucket_ = 0;
+  cv_.notify_all();
+}
+
+void GradientReducer::wait_idle() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [this] { return pending_ == 0; });
+}
+
+void GradientReducer::start(Request& r) {
+  if (r.grads.size() == 1) {
+    r.buffer = static_cast<float*>(starpu_data_get_local_ptr(r.grads[0]->handle()));
+  } else {
+    if (staging_.size() <= static_cast<std::size_t>(r.bucket)) staging_.resize(static_cast<std::size_t>(r.bucket) + 1);
+    auto& stage = staging_[static_cast<std::size_t>(r.bucket)];
+    stage.resize(r.count);
+    std::size_t at = 0;
+    for (Tensor* g : r.grads) {
+      const auto* p = static_cast<const float*>(starpu_data_get_local_ptr(g->handle()));
+      std::memcpy(stage.data() + at, p, static_cast<std::size_t>(g->numel()) * sizeof(float));
+      at += static_cast<std::size_t>(g->numel());
+    }
+    r.buffer = stage.data();
+  }
+  r.started = std::chrono::steady_clock::now();
+  r.trace_start_us = starpu_timing_now();
+  MPI_Iallreduce(MPI_IN_PLACE, r.buffer, static_cast<int>(r.count), MPI_FLOAT, MPI_SUM, mpi_.reduction_comm(),
+                 &r.mpi);
+}
+
+void GradientReducer::finish(Request& r) {
+  if (r.grads.size() > 1) {
+    std::size_t at = 0;
+    for (Tensor* g : r.grads) {
+      auto* p = static_cast<float*>(starpu_data_get_local_ptr(g->handle()));
+      std::memcpy(p, r.buffer + at, static_cast<std::size_t>(g->numel()) * sizeof(float));
+      at += static_cast<std::size_t>(g->numel());
+    }
+  }
+  Tracer::record("allreduce:" + r.name, -1, static_cast<double>(r.count) * mpi_.size(), r.trace_start_us,
+                 starpu_timing_now());
+  for (Tensor* g : r.grads) {
+    starpu_data_release(g->handle());
+  }
+}
+
+void GradientReducer::run() {
+  std::unique_lock lock(mutex_);
+  auto pause = std::chrono::microseconds(10);
+  while (true) {
+    // Start, in submission order, every request whose gradients are all final.
+    while (!queue_.empty()) {
+      Request& front = *queue_.front();
+      const bool ready = front.acquired.load(std::memory_order_acquire) == static_cast<int>(front.grads.size());
+      const bool allowed = options_.mode_ == AllreduceMode::kOverlapped || front.step < steps_closed_;
+      if (!ready || !allowed) break;
+      if (options_.mode_ == AllreduceMode::kBlocking) {
+        // The baseline waits for the step's whole backward pass: every bucket of the step must be ready.
+        bool all = true;
+        for (const auto& r : queue_) {
+          if (r->step != front.step) break;
+          all = all && r->acquired.load(std::memory_order_acquire) == static_cast<int>(r->grads.size());
+        }
+        if (!all) break;
+      }
+      std::unique_ptr<Request> r = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      start(*r);
+      if (options_.mode_ == AllreduceMode::kBlocking) {
+        mpi_.wait(r->mpi, fmt::format("gradient allreduce of {}", r->name));
+        finish(*r);
+        lock.lock();
+        --pending_;
+        cv_.notify_all();
+      } else {
+        lock.lock();
+        flying_.push_back(std::move(r));
+      }
+    }
+    if (!flying_.empty()) {
+      lock.unlock();
+      for (auto& r : flying_) {
+        int done = 0;
+        MPI_Test(&r->mpi, &done, MPI_STATUS_IGNORE);
+        if (done) {
+          finish(*r);
+          r.reset();
+        } else if (std::chrono::steady_clock::now() - r->started > std::chrono::seconds(mpi_.timeout_s())) {
+          mpi_.abort(fmt::format("gradient allreduce of {} did not complete within {} s (--mpi-timeout): {} died "
+                                 "or hangs",
+                                 r->name, mpi_.timeout_s(), mpi_.peers()));
+        }
+      }
+      const auto before = flying_.size();
+      flying_.erase(std::remove(flying_.begin(), flying_.end(), nullptr), flying_.end());
+      lock.lock();
+      if (flying_.size() < before) {
+        pending_ -= static_cast<std::int64_t>(before - flying_.size());
+        cv_.notify_all();
+        pause = std::chrono::microseconds(10);
+      }
+      // Open MPI progresses non-blocking collectives only inside MPI calls: poll often, back off when idle.
+      cv_.wait_for(lock, pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(500));
+      continue;
+    }
+    if (stop_ && queue_.empty()) break;
+    if (!queue_.empty()) {
+      // Waiting for StarPU's callbacks, which do not notify: poll.
+      cv_.wait_for(lock, std::chrono::microseconds(100));
+    } else {
+      cv_.wait(lock);
+    }
+  }
+}
+
+}  // namespace dtnn::runtime

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// Gradient reductions across MPI ranks inside the task graph. Gradients are grouped into buckets in the order
+// the backward pass finishes them; for each bucket the driver registers starpu_data_acquire_cb on every
+// gradient: StarPU calls back once the tasks that write it (the tile sums) are done, and holds back the tasks
+// submitted afterwards (the optimizer updates) until the reduction releases it. A communication thread starts
+// the buckets' MPI_Iallreduce strictly in submission order -- the same order on every rank, which is what keeps
+// collectives matched (blocking MPI_Allreduce inside tasks deadlocks when ranks run them in different
+// orders) -- and completes them while the workers go on with the backward pass. No worker ever waits for the
+// network.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/mpi.hpp"
+#include "runtime/tensor.hpp"
+
+namespace dtnn::runtime {
+
+enum class AllreduceMode {
+  kOverlapped,  // each bucket as soon as its gradients are final
+  kBlocking,    // all buckets of a step after its whole backward pass (the baseline)
+};
+
+struct ReducerOptions {
+  ReducerOptions& mode(AllreduceMode m) { mode_ = m; return *this; }
+  ReducerOptions& bucket_bytes(std::size_t b) { bucket_bytes_ = b; return *this; }
+  AllreduceMode mode_ = AllreduceMode::kOverlapped;
+  std::size_t bucket_bytes_ = std::size_t{25} << 20;  // PyTorch DDP's default bucket
+};
+
+class GradientReducer {
+ public:
+  GradientReducer(const Mpi& mpi, ReducerOptions options);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Adds a gradient whose tasks are all submitted. Returns 1 when this closed a bucket: the gradients added
+  // since the previous closed bucket may now get their update tasks.
+  int add(Tensor& grad, const std::string& name);
+  // Closes the open bucket (end of the backward pass); returns 1 when it held gradients.
+  int flush();
+  // Marks the end of a step's gradients (the blocking mode starts the step's reductions then).
+  void end_step();
+  // Waits until every reduction submitted so far has completed.
+  void wait_idle();
+
+  [[nodiscard]] AllreduceMode mode() const { return options_.mode_; }
+
+  struct Request;
+  // StarPU's acquisition callback (runs on a StarPU thread).
+  static void acquired(void* request);
+
+ private:
+  void run();
+  void start(Request& r);
+  void finish(Request& r);
+
+  const Mpi& mpi_;
+  ReducerOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Request>> queue_;     // submitted, not started (FIFO = the global order)
+  std::vector<std::unique_ptr<Request>> flying_;   // started, not completed (comm thread only)
+  std::unique_ptr<Request> open_;                  // bucket being filled by the driver
+  std::vector<std::vector<float>> staging_;        // one packing buffer per bucket index, reused every step
+  int next_bucket_ = 0;                            // index of the open bucket within its step
+  std::int64_t step_ = 0;
+  std::int64_t steps_closed_ = 0;                  // steps whose gradients are all submitted
+  std::int64_t pending_ = 0;                       // requests not yet completed
+  int stop_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace dtnn::runtime

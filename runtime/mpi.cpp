@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "runtime/mpi.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "runtime/errors.hpp"
+
+namespace dtnn::runtime {
+namespace {
+
+const Mpi* g_current = nullptr;
+
+}  // namespace
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+Mpi::Mpi(int timeout_s) : timeout_s_(timeout_s) {
+  if (timeout_s_ < 1) {
+    throw InvalidArgument(fmt::format("--mpi-timeout: {} s, expected >= 1", timeout_s_));
+  }
+  if (!launched_by_mpi()) {
+    g_current = this;
+    return;
+  }
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    throw RuntimeError("MPI: MPI_Init_thread failed");
+  }
+  initialised_ = 1;
+  if (provided < MPI_THREAD_MULTIPLE) {
+    MPI_Finalize();
+    throw RuntimeError(fmt::format("MPI: thread support level {}, expected MPI_THREAD_MULTIPLE ({}): the MPI "
+                                   "library must be built with thread support",
+                                   provided, MPI_THREAD_MULTIPLE));
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &driver_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &reduction_);
+  g_current = this;
+}
+
+Mpi::~Mpi() {
+  g_current = nullptr;
+  if (initialised_) {
+    MPI_Comm_free(&reduction_);
+    MPI_Comm_free(&driver_);
+    MPI_Finalize();
+  }
+}
+
+const Mpi* Mpi::current() { return g_current; }
+
+void Mpi::abort(const std::string& message) const {
+  std::fprintf(stderr, "dtnn: rank %d: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
+  if (initialised_) {
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  std::_Exit(3);
+}
+
+std::string Mpi::peers() const {
+  std::string others;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) others += fmt::format("{}{}", others.empty() ? "" : ", ", r);
+  }
+  return size_ == 2 ? "rank " + others : "one of ranks " + others;
+}
+
+void Mpi::wait(MPI_Request& request, const std::string& what) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
+  int done = 0;
+  auto pause = std::chrono::microseconds(20);
+  while (true) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort(fmt::format("{} did not complete within {} s (--mpi-timeout): {} died or hangs", what, timeout_s_,
+                        peers()));
+    }
+    // Poll quickly at first (collectives usually finish in microseconds), then back off to spare the core.
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
+}
+
+void Mpi::broadcast(float* data, std::size_t count, int root, const std::string& what) const {
+  if (!active()) return;
+  constexpr std::size_t kChunk = std::size_t{1} << 28;  // MPI counts are int
+  for (std::size_t first = 0; first < count; first += kChunk) {
+    MPI_Request r;
+    MPI_Ibcast(data + first, static_cast<int>(std::min(kChunk, count - first)), MPI_FLOAT, root, driver_, &r);
+    wait(r, what);
+  }
+}
+
+void Mpi::sum(double* data, int count, const std::string& what) const {
+  if (!active()) return;
+  MPI_Request r;
+  MPI_Iallreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_SUM, driver_, &r);
+  wait(r, what);
+}
+
+std::vector<std::uint64_t> Mpi::all_gather(std::uint64_t value, const std::string& what) const {
+  std::vector<std::uint64_t> out(static_cast<std::size_t>(size_), value);
+  if (!active()) return out;
+  MPI_Request r;
+  MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, driver_, &r);
+  wait(r, what);
+  return out;
+}
+
+void Mpi::barrier(const std::string& what) const {
+  if (!active()) return;
+  MPI_Request r;
+  MPI_Ibarrier(driver_, &r);
+  wait(r, what);
+}
+
+}  // namespace dtnn::runtime

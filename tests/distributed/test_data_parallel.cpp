@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs as two MPI ranks (ctest: mpirun -np 2). Each rank trains its shard with gradient reductions, and
+// also, alone, the same steps on the whole global batch: the reference of the data-parallel run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "io/dataset.hpp"
+#include "layers/conv2d.hpp"
+#include "layers/dense.hpp"
+#include "layers/simple.hpp"
+#include "models/distributed.hpp"
+#include "models/training.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/errors.hpp"
+
+namespace dtnn {
+namespace {
+
+const runtime::Mpi* g_mpi = nullptr;
+
+Sequential small_cnn() {
+  Sequential m;
+  m.add<Conv2d>(Conv2dOptions(1, 4, 3).padding(1))
+      .add<ReLU>()
+      .add<MaxPool2d>(MaxPool2dOptions(2))
+      .add<Flatten>()
+      .add<Dense>(DenseOptions(4 * 6 * 6, 16))
+      .add<ReLU>()
+      .add<Dense>(DenseOptions(16, 5));
+  return m;
+}
+
+std::vector<std::vector<float>> weights(Sequential& m) {
+  std::vector<std::vector<float>> w;
+  for (const auto& p : m.named_parameters()) w.push_back(p.parameter->value.to_vector());
+  return w;
+}
+
+// 10 steps of SGD with momentum, local batch `batch` on each of the ranks.
+std::vector<std::vector<float>> train_data_parallel(runtime::AllreduceMode mode, std::size_t bucket_bytes,
+                                                    std::int64_t batch, std::uint64_t* checksum) {
+  const io::Dataset data = io::synthetic_dataset(400, 1, 12, 12, 5, 21);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 100 + static_cast<std::uint64_t>(g_mpi->rank()));  // different on purpose:
+  broadcast_weights(model, *g_mpi);                                           // rank 0's weights win
+  runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions().mode(mode).bucket_bytes(bucket_bytes));
+  Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+  fit(model, sgd, data,
+      FitOptions().batch_size(batch).tiles(2).steps_per_epoch(10).seed(4).verbose(0).data_parallel(
+          {g_mpi, &reducer, 0}));
+  reducer.wait_idle();
+  *checksum = model.weights_checksum();
+  return weights(model);
+}
+
+TEST(DataParallelTest, RanksEndBitwiseIdenticalAndEqualToOneRankWithTheGlobalBatch) {
+  ASSERT_EQ(g_mpi->size(), 2) << "run with mpirun -np 2";
+  const std::int64_t batch = 8;
+  std::uint64_t checksum = 0;
+  const auto dp = train_data_parallel(runtime::AllreduceMode::kOverlapped, 4096, batch, &checksum);
+  const auto all = g_mpi->all_gather(checksum, "test checksums");
+  EXPECT_EQ(all[0], all[1]) << "weights differ between ranks";
+
+  // The same 10 steps in this process alone, batch 2B, no communication.
+  const io::Dataset data = io::synthetic_dataset(400, 1, 12, 12, 5, 21);
+  Sequential reference = small_cnn();
+  reference.build({1, 12, 12}, 100);
+  Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+  fit(reference, sgd, data, FitOptions().batch_size(2 * batch).tiles(2).steps_per_epoch(10).seed(4).verbose(0));
+  const auto ref = weights(reference);
+  ASSERT_EQ(ref.size(), dp.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    for (std::size_t j = 0; j < ref[i].size(); ++j) worst = std::max(worst, std::abs(double(ref[i][j]) - dp[i][j]));
+  }
+  EXPECT_LE(worst, 1e-5);
+}
+
+TEST(DataParallelTest, BlockingAndOverlappedGiveIdenticalWeights) {
+  std::uint64_t overlapped = 0, blocking = 0, one_bucket = 0;
+  train_data_parallel(runtime::AllreduceMode::kOverlapped, 1, 8, &overlapped);  // one bucket per gradient
+  train_data_parallel(runtime::AllreduceMode::kBlocking, 1, 8, &blocking);
+  train_data_parallel(runtime::AllreduceMode::kOverlapped, std::size_t{1} << 30, 8, &one_bucket);
+  EXPECT_EQ(overlapped, blocking);
+  EXPECT_EQ(overlapped, one_bucket);
+}
+
+TEST(DataParallelTest, ModelThatDiffersOnOneRankIsNamed) {
+  Sequential model = small_cnn();
+  if (g_mpi->rank() == 1) {
+    model.add<ReLU>();
+  }
+  model.build({1, 12, 12}, 0);
+  try {
+    check_same_on_all_ranks(*g_mpi, structure_hash(model, "options"));
+    FAIL() << "expected InvalidArgument on every rank";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 (hash"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DataParallelTest, UnevenLastBatchIsSplitAcrossRanks) {
+  // 21 samples, 4 per rank: global batches of 8, 8 and a last one of 5 split 3 + 2.
+  const io::Dataset data = io::synthetic_dataset(21, 1, 12, 12, 5, 2);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 1);
+  runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions());
+  Sgd sgd(SgdOptions(0.01f));
+  const History h = fit(model, sgd, data,
+                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &reducer, 0}));
+  EXPECT_EQ(h.epochs[0].images, 21);
+  Sequential dropped = small_cnn();
+  dropped.build({1, 12, 12}, 1);
+  const History d = fit(dropped, sgd, data,
+                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &reducer, 1}));
+  EXPECT_EQ(d.epochs[0].images, 16);
+  const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
+  EXPECT_EQ(all[0], all[1]);
+}
+
+}  // namespace
+}  // namespace dtnn
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  dtnn::runtime::Mpi mpi(60);
+  dtnn::g_mpi = &mpi;
+  // One worker per rank: the two ranks share the machine's two cores.
+  dtnn::runtime::Engine engine(dtnn::runtime::EngineOptions().workers(1));
+  if (mpi.rank() != 0) {
+    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int failed = RUN_ALL_TESTS();
+  // A failure on any rank fails the test.
+  double f = failed;
+  mpi.sum(&f, 1, "test results");
+  return f > 0 ? 1 : 0;
+}
