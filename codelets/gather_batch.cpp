@@ -14,6 +14,8 @@ namespace {
 struct GatherHeader {
   SampleSource source;
   std::int64_t count;
+  int augment;
+  Augmentation augmentation;
 };
 
 void gather_batch_cpu(void** buffers, void* cl_arg) {
@@ -26,7 +28,13 @@ void gather_batch_cpu(void** buffers, void* cl_arg) {
   std::fill(targets, targets + h.count * h.source.classes, 0.0f);
   for (std::int64_t i = 0; i < h.count; ++i) {
     const std::int64_t s = indices[i];
-    std::memcpy(x + i * row, h.source.images + s * row, row * sizeof(float));
+    if (h.augment) {
+      const Augmentation& a = h.augmentation;
+      io::augment_sample(h.source.images + s * row, x + i * row, a.channels, a.height, a.width, a.options,
+                         io::augment_seed(a.seed, static_cast<std::uint64_t>(a.epoch), static_cast<std::uint64_t>(s)));
+    } else {
+      std::memcpy(x + i * row, h.source.images + s * row, row * sizeof(float));
+    }
     targets[i * h.source.classes + h.source.labels[s]] = 1.0f;
   }
 }
@@ -37,7 +45,7 @@ runtime::Codelet cl_gather_batch("gather_batch", runtime::guarded<gather_batch_c
 }  // namespace
 
 void submit_gather_batch(const TaskTag& tag, const SampleSource& source, std::span<const std::int64_t> indices,
-                         Tensor& x, Tensor& targets, int tile) {
+                         const Augmentation* augmentation, Tensor& x, Tensor& targets, int tile) {
   check_same_tiling(tag, x, targets);
   const std::int64_t rows = x.tile_range(tile).count;
   if (static_cast<std::int64_t>(indices.size()) != rows || x.row_elements() != source.sample_elements ||
@@ -47,7 +55,10 @@ void submit_gather_batch(const TaskTag& tag, const SampleSource& source, std::sp
                                       tag.layer, indices.size(), source.sample_elements, source.classes, tile,
                                       to_string(x.shape()), to_string(targets.shape())));
   }
-  const GatherHeader header{source, rows};
+  GatherHeader header{source, rows, augmentation != nullptr ? 1 : 0, {}};
+  if (augmentation != nullptr) {
+    header.augmentation = *augmentation;
+  }
   std::vector<char> bytes(sizeof(header) + indices.size_bytes());
   std::memcpy(bytes.data(), &header, sizeof(header));
   std::memcpy(bytes.data() + sizeof(header), indices.data(), indices.size_bytes());

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "codelets/common.hpp"
+#include "io/augment.hpp"
 
 namespace dtnn::codelets {
 
@@ -18,8 +19,18 @@ struct SampleSource {
   int classes = 0;
 };
 
-// x[tile] = images[indices], targets[tile] = one_hot(labels[indices]). indices has the tile's row count.
+// Training-time augmentation of the gathered samples: each sample's draw is seeded by (seed, epoch, sample
+// index in the dataset), so it does not depend on the tiling or on which worker runs the task.
+struct Augmentation {
+  io::AugmentOptions options;
+  std::uint64_t seed = 0;
+  std::int64_t epoch = 0;
+  int channels = 0, height = 0, width = 0;
+};
+
+// x[tile] = images[indices] (augmented when augmentation is not null), targets[tile] = one_hot(labels[indices]).
+// indices has the tile's row count.
 void submit_gather_batch(const TaskTag& tag, const SampleSource& source, std::span<const std::int64_t> indices,
-                         Tensor& x, Tensor& targets, int tile);
+                         const Augmentation* augmentation, Tensor& x, Tensor& targets, int tile);
 
 }  // namespace dtnn::codelets

@@ -115,13 +115,14 @@ class StepGraph {
   std::map<std::int64_t, std::array<std::unique_ptr<Slot>, 2>> slots_;
 };
 
-void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t> indices) {
+void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t> indices,
+                 const codelets::Augmentation* augmentation = nullptr) {
   const codelets::SampleSource source{data.images.data(), data.labels.data(), data.sample_elements(), data.classes};
   for (int t = 0; t < s.acts[0].tiles(); ++t) {
     const TileRange r = s.acts[0].tile_range(t);
     codelets::submit_gather_batch({"data", kLoadPriority}, source,
                                   indices.subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.count)),
-                                  s.acts[0], s.targets, t);
+                                  augmentation, s.acts[0], s.targets, t);
   }
 }
 
@@ -219,6 +220,10 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
                                       train.name, n, global_batch, o.batch_size_, world));
   }
 
+  io::check_augment_options(o.augment_);
+  const int augmenting = o.augment_.flip != 0 || o.augment_.crop_padding > 0;
+  codelets::Augmentation augmentation{o.augment_, o.seed_, 0, train.channels, train.height, train.width};
+
   StepGraph graph(model, o.tiles_, 1);
   std::deque<Slot*> in_flight;
   ProgressLine progress;
@@ -263,9 +268,11 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
         drain_one();
       }
       const PassContext ctx{1, 0, global_step};
+      augmentation.epoch = epoch;
       submit_load(s, train,
                   std::span(order).subspan(static_cast<std::size_t>(first + mine.begin),
-                                           static_cast<std::size_t>(mine.count)));
+                                           static_cast<std::size_t>(mine.count)),
+                  augmenting ? &augmentation : nullptr);
       model.forward(s.acts, ctx);
       // Scaled by the global batch, so that the sum over ranks is the mean gradient of the global batch.
       submit_loss(s, 1.0f / static_cast<float>(global_rows), s.grads.back());

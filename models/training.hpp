@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "io/augment.hpp"
 #include "io/dataset.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
@@ -85,6 +86,8 @@ struct FitOptions {
   FitOptions& callback(std::shared_ptr<Callback> c) { callbacks_.push_back(std::move(c)); return *this; }
   // batch_size is then the batch of each rank; the global batch is batch_size x ranks.
   FitOptions& data_parallel(DataParallel dp) { data_parallel_ = dp; return *this; }
+  // Random horizontal flips and padded crops of the training samples (seeded by seed, epoch and sample).
+  FitOptions& augment(io::AugmentOptions a) { augment_ = a; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -95,6 +98,7 @@ struct FitOptions {
   std::int64_t steps_per_epoch_ = 0;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   DataParallel data_parallel_;
+  io::AugmentOptions augment_;
 };
 
 struct EvalOptions {

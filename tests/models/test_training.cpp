@@ -271,6 +271,21 @@ TEST(FitTest, ShortLastBatchAndTwoEpochsAreCounted) {
   EXPECT_TRUE(std::isfinite(h.epochs[1].loss));
 }
 
+TEST(FitTest, AugmentationIsSeededAndChangesTraining) {
+  const io::Dataset data = io::synthetic_dataset(32, 2, 10, 10, 3, 5);
+  auto run = [&](io::AugmentOptions augment, std::uint64_t seed) {
+    Sequential model = small_cnn();
+    model.build({2, 10, 10}, 1);
+    Sgd sgd(SgdOptions(0.05f));
+    fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).seed(seed).verbose(0).augment(augment));
+    return model.weights_checksum();
+  };
+  const io::AugmentOptions flip_crop{1, 2};
+  EXPECT_EQ(run(flip_crop, 3), run(flip_crop, 3));
+  EXPECT_NE(run(flip_crop, 3), run(io::AugmentOptions{}, 3));
+  EXPECT_THROW(run(io::AugmentOptions{2, 0}, 3), InvalidArgument);
+}
+
 TEST(FitTest, RejectsAModelThatDoesNotFitTheData) {
   const io::Dataset data = io::synthetic_dataset(8, 1, 28, 28, 10, 3);
   Sequential model = small_cnn();
