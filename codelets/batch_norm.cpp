@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/batch_norm.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "runtime/failure.hpp"
+
+namespace dtnn::codelets {
+namespace {
+
+namespace k = kernels::cpu;
+
+// Shared by the per-tile codelets. Field order leaves no padding: the bytes are hashed into the footprint.
+struct TileArgs {
+  std::size_t plane;
+  int n;
+  int c;
+  int affine;       // gamma and beta are passed
+  int batch_terms;  // bwd_data: grad_stats is passed (training); 0: frozen statistics
+  double eps;
+};
+
+enum Finish : int { kNone = 0, kMean = 1, kVar = 2, kBwd = 3 };
+
+struct ReduceArgs {
+  double count;
+  double eps;
+  double momentum;
+  int width;     // values per sample in the partials
+  int channels;
+  int nsrc;      // partial tiles in this task
+  int acc_in;    // the accumulator holds the sums of the earlier samples
+  int acc_out;   // not the last task of the chain: store the sums in the accumulator
+  int finish;    // what the last task computes from the sums
+  int affine;    // kBwd: dgamma and dbeta are passed
+  int unused = 0;
+};
+
+void sums_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  k::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
+}
+
+void sqdev_sums_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  k::batch_norm_sqdev_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                           runtime::vector_ptr(buffers[2]));
+}
+
+void reduce_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ReduceArgs>(cl_arg);
+  thread_local std::vector<double> sums;
+  sums.assign(static_cast<std::size_t>(a.width), 0.0);
+  const std::size_t bytes = sums.size() * sizeof(double);
+  // The accumulator's bytes are the doubles themselves; memcpy reads them without aliasing a float buffer.
+  if (a.acc_in) {
+    std::memcpy(sums.data(), runtime::vector_ptr(buffers[a.nsrc]), bytes);
+  }
+  for (int s = 0; s < a.nsrc; ++s) {
+    const auto rows = static_cast<int>(runtime::vector_size(buffers[s]) / static_cast<std::size_t>(a.width));
+    k::batch_norm_accumulate(rows, a.width, runtime::vector_ptr(buffers[s]), sums.data());
+  }
+  if (a.acc_out) {
+    std::memcpy(runtime::vector_ptr(buffers[a.nsrc]), sums.data(), bytes);
+    return;
+  }
+  void** out = buffers + a.nsrc + (a.acc_in ? 1 : 0);
+  const int c = a.channels;
+  switch (a.finish) {
+    case kMean:
+      k::batch_norm_finish_mean(c, a.count, sums.data(), runtime::vector_ptr(out[0]));
+      break;
+    case kVar: {
+      float* stats = runtime::vector_ptr(out[0]);
+      k::batch_norm_finish_var(c, k::BatchNormUpdate{a.count, a.eps, a.momentum}, sums.data(), stats, stats + c,
+                               runtime::vector_ptr(out[1]), runtime::vector_ptr(out[2]));
+      runtime::vector_ptr(out[3])[0] += 1.0f;
+      break;
+    }
+    case kBwd: {
+      float* grad_stats = runtime::vector_ptr(out[0]);
+      k::batch_norm_finish_bwd(c, a.count, sums.data(), grad_stats, grad_stats + c,
+                               a.affine ? runtime::vector_ptr(out[1]) : nullptr,
+                               a.affine ? runtime::vector_ptr(out[2]) : nullptr);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void fwd_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* stats = runtime::vector_ptr(buffers[1]);
+  const float* gamma = a.affine ? runtime::vector_ptr(buffers[2]) : nullptr;
+  const float* beta = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
+  k::batch_norm_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, gamma, beta,
+                    runtime::vector_ptr(buffers[a.affine ? 4 : 2]));
+}
+
+void infer_fwd_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* gamma = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* beta = a.affine ? runtime::vector_ptr(buffers[4]) : nullptr;
+  k::batch_norm_infer_fwd(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                          runtime::vector_ptr(buffers[2]), gamma, beta,
+                          runtime::vector_ptr(buffers[a.affine ? 5 : 3]));
+}
+
+void frozen_stats_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  float* stats = runtime::vector_ptr(buffers[2]);
+  std::copy_n(runtime::vector_ptr(buffers[0]), a.c, stats);
+  k::batch_norm_invstd(a.c, a.eps, runtime::vector_ptr(buffers[1]), stats + a.c);
+}
+
+void bwd_sums_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* stats = runtime::vector_ptr(buffers[2]);
+  k::batch_norm_bwd_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
+                         stats + a.c, runtime::vector_ptr(buffers[3]));
+}
+
+void bwd_data_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* stats = runtime::vector_ptr(buffers[2]);
+  int next = 3;
+  const float* grad_stats = a.batch_terms ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  const float* gamma = a.affine ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  k::batch_norm_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
+                         stats + a.c, gamma, grad_stats, grad_stats != nullptr ? grad_stats + a.c : nullptr,
+                         runtime::vector_ptr(buffers[next]));
+}
+
+runtime::Codelet cl_batch_norm_sums("batch_norm_sums", runtime::guarded<sums_cpu>, {STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_sqdev_sums("batch_norm_sqdev_sums", runtime::guarded<sqdev_sums_cpu>,
+                                          {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_reduce("batch_norm_reduce", runtime::guarded<reduce_cpu>, {});
+runtime::Codelet cl_batch_norm_fwd("batch_norm_fwd", runtime::guarded<fwd_cpu>, {});
+runtime::Codelet cl_batch_norm_infer_fwd("batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu>, {});
+runtime::Codelet cl_batch_norm_frozen_stats("batch_norm_frozen_stats", runtime::guarded<frozen_stats_cpu>,
+                                            {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_bwd_sums("batch_norm_bwd_sums", runtime::guarded<bwd_sums_cpu>,
+                                        {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_bwd_data("batch_norm_bwd_data", runtime::guarded<bwd_data_cpu>, {});
+
+void check_channels(const TaskTag& tag, int channels, const Tensor& x) {
+  if (channels < 1 || x.row_elements() % channels != 0) {
+    throw InvalidArgument(fmt::format("{}: batch norm of {} with {} channels, expected a multiple of the channels "
+                                      "per sample",
+                                      tag.layer, to_string(x.shape()), channels));
+  }
+}
+
+void check_per_channel(const TaskTag& tag, const char* what, const Tensor& t, std::int64_t expected) {
+  if (t.numel() != expected || t.tiles() != 1) {
+    throw InvalidArgument(fmt::format("{}: batch norm {} {} ({} tiles), expected {} values in one tile", tag.layer,
+                                      what, to_string(t.shape()), t.tiles(), expected));
+  }
+}
+
+TileArgs tile_args(int channels, const Tensor& x, int tile) {
+  return TileArgs{static_cast<std::size_t>(x.row_elements() / channels), static_cast<int>(x.tile_range(tile).count),
+                  channels, 0, 0, 0.0};
+}
+
+double tile_values(const TileArgs& a) { return static_cast<double>(a.n) * a.c * static_cast<double>(a.plane); }
+
+// The sample-order reduction of `partials` ([n, width], any tiling): as few tasks as StarPU's buffer limit allows,
+// the last one also holding the `finals` that its finish writes.
+void submit_reduce(const TaskTag& tag, std::string_view pass, ReduceArgs args, const Tensor& partials, Tensor& acc,
+                   const std::vector<runtime::Access>& finals) {
+  const int width = static_cast<int>(partials.row_elements());
+  if (acc.tiles() != 1 || acc.numel() < 2 * static_cast<std::int64_t>(width)) {
+    throw InvalidArgument(fmt::format("{}: batch norm accumulator {}, expected one tile of at least {} floats",
+                                      tag.layer, to_string(acc.shape()), 2 * width));
+  }
+  constexpr int kMaxBuffers = STARPU_NMAXBUFS;
+  const int tiles = partials.tiles();
+  const double values = static_cast<double>(partials.numel());
+  std::string name;
+  args.width = width;
+  if (tiles + static_cast<int>(finals.size()) <= kMaxBuffers) {
+    args.nsrc = tiles;
+    args.acc_in = args.acc_out = 0;
+    std::vector<runtime::Access> data;
+    for (int t = 0; t < tiles; ++t) data.push_back(rd(partials.tile(t)));
+    data.insert(data.end(), finals.begin(), finals.end());
+    runtime::submit_task(cl_batch_norm_reduce, task_info(tag, pass, -1, values, name), data, args);
+    return;
+  }
+  // A chain: every task but the last adds up to kMaxBuffers - 1 tiles to the accumulator; the last adds what fits
+  // beside the accumulator and the finals.
+  const int last_capacity = kMaxBuffers - 1 - static_cast<int>(finals.size());
+  int first = 0;
+  while (true) {
+    const int remaining = tiles - first;
+    const int is_last = remaining <= last_capacity ? 1 : 0;
+    const int nsrc = is_last ? remaining : std::min(kMaxBuffers - 1, remaining);
+    args.nsrc = nsrc;
+    args.acc_in = first > 0 ? 1 : 0;
+    args.acc_out = is_last ? 0 : 1;
+    std::vector<runtime::Access> data;
+    for (int t = first; t < first + nsrc; ++t) data.push_back(rd(partials.tile(t)));
+    const starpu_data_access_mode acc_mode = is_last ? STARPU_R : (first > 0 ? STARPU_RW : STARPU_W);
+    data.push_back({acc.handle(), acc_mode});
+    if (is_last) {
+      data.insert(data.end(), finals.begin(), finals.end());
+    }
+    runtime::submit_task(cl_batch_norm_reduce,
+                         task_info(tag, pass, -1, values * nsrc / std::max(tiles, 1), name), data, args);
+    if (is_last) {
+      return;
+    }
+    first += nsrc;
+  }
+}
+
+}  // namespace
+
+void submit_batch_norm_sums(const TaskTag& tag, int channels, const Tensor& x, Tensor& partials, int tile) {
+  check_channels(tag, channels, x);
+  check_same_tiling(tag, x, partials);
+  const TileArgs a = tile_args(channels, x, tile);
+  std::string name;
+  runtime::submit_task(cl_batch_norm_sums, task_info(tag, "fwd_sum", tile, tile_values(a), name),
+                       {rd(x.tile(tile)), wr(partials.tile(tile))}, a);
+}
+
+void submit_batch_norm_mean(const TaskTag& tag, double count, const Tensor& partials, Tensor& acc, Tensor& stats) {
+  const int c = static_cast<int>(partials.row_elements());
+  check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(c));
+  ReduceArgs a{count, 0.0, 0.0, 0, c, 0, 0, 0, kMean, 0};
+  submit_reduce(tag, "fwd_mean", a, partials, acc, {wr(stats.handle())});
+}
+
+void submit_batch_norm_sqdev_sums(const TaskTag& tag, int channels, const Tensor& x, const Tensor& stats,
+                                  Tensor& partials, int tile) {
+  check_channels(tag, channels, x);
+  check_same_tiling(tag, x, partials);
+  check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(channels));
+  const TileArgs a = tile_args(channels, x, tile);
+  std::string name;
+  runtime::submit_task(cl_batch_norm_sqdev_sums, task_info(tag, "fwd_sqdev", tile, 3.0 * tile_values(a), name),
+                       {rd(x.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))}, a);
+}
+
+void submit_batch_norm_var(const TaskTag& tag, const kernels::cpu::BatchNormUpdate& update, const Tensor& partials,
+                           Tensor& acc, Tensor& stats, Tensor& running_mean, Tensor& running_var, Tensor& batches) {
+  const int c = static_cast<int>(partials.row_elements());
+  check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(c));
+  check_per_channel(tag, "running_mean", running_mean, c);
+  check_per_channel(tag, "running_var", running_var, c);
+  check_per_channel(tag, "num_batches_tracked", batches, 1);
+  ReduceArgs a{update.count, update.eps, update.momentum, 0, c, 0, 0, 0, kVar, 0};
+  submit_reduce(tag, "fwd_var", a, partials, acc,
+                {rdwr(stats.handle()), rdwr(running_mean.handle()), rdwr(running_var.handle()),
+                 rdwr(batches.handle())});
+}
+
+void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, const Tensor& stats,
+                           const Tensor* gamma, const Tensor* beta, Tensor& y, int tile) {
+  check_channels(tag, channels, x);
+  check_same_tiling(tag, x, y);
+  TileArgs a = tile_args(channels, x, tile);
+  a.affine = gamma != nullptr && beta != nullptr ? 1 : 0;
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(stats.handle())};
+  if (a.affine) {
+    data.push_back(rd(gamma->handle()));
+    data.push_back(rd(beta->handle()));
+  }
+  data.push_back(wr(y.tile(tile)));
+  std::string name;
+  runtime::submit_task(cl_batch_norm_fwd, task_info(tag, "fwd", tile, 3.0 * tile_values(a), name), data, a);
+}
+
+void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, const Tensor& x,
+                                 const Tensor& running_mean, const Tensor& running_var, const Tensor* gamma,
+                                 const Tensor* beta, Tensor& y, int tile) {
+  check_channels(tag, channels, x);
+  check_same_tiling(tag, x, y);
+  TileArgs a = tile_args(channels, x, tile);
+  a.affine = gamma != nullptr && beta != nullptr ? 1 : 0;
+  a.eps = eps;
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(running_mean.handle()), rd(running_var.handle())};
+  if (a.affine) {
+    data.push_back(rd(gamma->handle()));
+    data.push_back(rd(beta->handle()));
+  }
+  data.push_back(wr(y.tile(tile)));
+  std::string name;
+  runtime::submit_task(cl_batch_norm_infer_fwd, task_info(tag, "fwd", tile, 2.0 * tile_values(a), name), data, a);
+}
+
+void submit_batch_norm_frozen_stats(const TaskTag& tag, double eps, const Tensor& running_mean,
+                                    const Tensor& running_var, Tensor& stats) {
+  const int c = static_cast<int>(running_mean.numel());
+  check_per_channel(tag, "running_var", running_var, c);
+  check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(c));
+  const TileArgs a{1, 1, c, 0, 0, eps};
+  std::string name;
+  runtime::submit_task(cl_batch_norm_frozen_stats, task_info(tag, "bwd_stats", -1, static_cast<double>(c), name),
+                       {rd(running_mean.handle()), rd(running_var.handle()), wr(stats.handle())}, a);
+}
+
+void submit_batch_norm_bwd_sums(const TaskTag& tag, int channels, const Tensor& x, const Tensor& dy,
+                                const Tensor& stats, Tensor& partials, int tile) {
+  check_channels(tag, channels, x);
+  check_same_tiling(tag, x, dy);
+  check_same_tiling(tag, x, partials);
+  check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(channels));
+  const TileArgs a = tile_args(channels, x, tile);
+  std::string name;
+  runtime::submit_task(cl_batch_norm_bwd_sums, task_info(tag, "bwd_sum", tile, 4.0 * tile_values(a), name),
+                       {rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))}, a);
+}
+
+void submit_batch_norm_bwd_reduce(const TaskTag& tag, double count, const Tensor& partials, Tensor& acc,
+                                  Tensor& grad_stats, Tensor* dgamma, Tensor* dbeta) {
+  const int c = static_cast<int>(partials.row_elements() / 2);
+  check_per_channel(tag, "gradient statistics", grad_stats, 2 * static_cast<std::int64_t>(c));
+  const int affine = dgamma != nullptr && dbeta != nullptr ? 1 : 0;
+  std::vector<runtime::Access> finals{wr(grad_stats.handle())};
+  if (affine) {
+    check_per_channel(tag, "weight gradient", *dgamma, c);
+    check_per_channel(tag, "bias gradient", *dbeta, c);
+    finals.push_back(wr(dgamma->handle()));
+    finals.push_back(wr(dbeta->handle()));
+  }
+  ReduceArgs a{count, 0.0, 0.0, 0, c, 0, 0, 0, kBwd, affine};
+  submit_reduce(tag, "bwd_weights", a, partials, acc, finals);
+}
+
+void submit_batch_norm_bwd_data(const TaskTag& tag, int channels, const Tensor& x, const Tensor& dy,
+                                const Tensor& stats, const Tensor* grad_stats, const Tensor* gamma, Tensor& dx,
+                                int tile) {
+  check_channels(tag, channels, x);
+  check_same_tiling(tag, x, dy);
+  check_same_tiling(tag, x, dx);
+  TileArgs a = tile_args(channels, x, tile);
+  a.batch_terms = grad_stats != nullptr ? 1 : 0;
+  a.affine = gamma != nullptr ? 1 : 0;
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle())};
+  if (grad_stats != nullptr) data.push_back(rd(grad_stats->handle()));
+  if (gamma != nullptr) data.push_back(rd(gamma->handle()));
+  data.push_back(wr(dx.tile(tile)));
+  std::string name;
+  runtime::submit_task(cl_batch_norm_bwd_data, task_info(tag, "bwd_data", tile, 5.0 * tile_values(a), name), data,
+                       a);
+}
+
+}  // namespace dtnn::codelets

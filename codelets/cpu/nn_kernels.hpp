@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// CPU kernels of the layers that VGG, ResNet, DenseNet and Inception need besides convolution: average pooling,
+// batch normalisation, dropout, element-wise activations and softmax. The rules of kernels.hpp hold: plain
+// functions on raw fp32 NCHW buffers, no StarPU, single-threaded, deterministic, outputs overwritten.
+// A "plane" is H*W of an NCHW tensor; per-feature tensors (N, C) use plane = 1.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codelets/cpu/kernels.hpp"
+
+namespace dtnn::kernels::cpu {
+
+// ---- Average pooling ----
+// count_include_pad != 0: a window divides by its size clipped to the padded input (PyTorch's default, which is
+// kh * kw whenever padding <= kernel / 2); 0: by the number of its cells inside the input.
+void avgpool2d_fwd(const Pool2dShape& sh, int count_include_pad, const float* x, float* y);
+// Each output's gradient is spread over its window, windows added in output order.
+void avgpool2d_bwd_data(const Pool2dShape& sh, int count_include_pad, const float* dy, float* dx);
+// y[i, c] = mean of the plane x[i, c, :] (accumulated in double): PyTorch's AdaptiveAvgPool2d(1).
+void global_avgpool2d_fwd(int n, int c, std::size_t plane, const float* x, float* y);
+// dx[i, c, :] = dy[i, c] / plane
+void global_avgpool2d_bwd_data(int n, int c, std::size_t plane, const float* dy, float* dx);
+
+// ---- Batch normalisation ----
+// Training statistics are reduced in two levels so that they do not depend on how the batch is tiled: every
+// sample gets its own per-channel partial sum (accumulated in double over its plane, rounded once), then the
+// partials are added in sample order in double. Per-sample partials are computed tile by tile in parallel; the
+// sample-order sums are the only serial part and cost n * c additions.
+
+// partials[i * c + ch] = sum over the plane of x[i, ch, :]
+void batch_norm_sums(int n, int c, std::size_t plane, const float* x, float* partials);
+// partials[i * c + ch] = sum over the plane of (x[i, ch, :] - mean[ch])^2   (the second pass: no cancellation)
+void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const float* x, const float* mean, float* partials);
+// acc[j] += partials[i * width + j] for i = 0, 1, ..., rows - 1 in that order.
+void batch_norm_accumulate(int rows, int width, const float* partials, double* acc);
+// mean[ch] = sum[ch] / count
+void batch_norm_finish_mean(int c, double count, const double* sum, float* mean);
+
+struct BatchNormUpdate {
+  double count = 1.0;     // values per channel in the batch: n * plane
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch (PyTorch's convention)
+};
+// From the sums of squared deviations: var = sqdev / count (biased, for normalising), invstd = 1 / sqrt(var + eps);
+// running_mean and running_var move towards the batch's mean and *unbiased* variance (var * count / (count - 1)),
+// as PyTorch's. count must exceed 1.
+void batch_norm_finish_var(int c, const BatchNormUpdate& u, const double* sqdev, const float* mean, float* invstd,
+                           float* running_mean, float* running_var);
+// y = (x - mean) * (invstd * gamma) + beta per channel; gamma and beta may be null (no affine transform).
+void batch_norm_fwd(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
+                    const float* gamma, const float* beta, float* y);
+// Inference as one multiply-add per element: scale = gamma / sqrt(var + eps), shift = beta - mean * scale
+// (computed in double, rounded once). The same values fold a BatchNorm into the preceding convolution.
+void batch_norm_scale_shift(int c, double eps, const float* mean, const float* var, const float* gamma,
+                            const float* beta, float* scale, float* shift);
+// y = x * scale + shift with scale and shift from batch_norm_scale_shift of the running statistics.
+void batch_norm_infer_fwd(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
+                          const float* var, const float* gamma, const float* beta, float* y);
+// invstd = 1 / sqrt(var + eps): the running statistics in the layout of the batch statistics, for the backward
+// pass of a BatchNorm in evaluation mode (frozen statistics).
+void batch_norm_invstd(int c, double eps, const float* var, float* invstd);
+// Per-sample partials of the backward pass, partials [n, 2c]: partials[i * 2c + ch] = sum over the plane of dy,
+// partials[i * 2c + c + ch] = sum over the plane of dy * xhat with xhat = (x - mean) * invstd.
+void batch_norm_bwd_sums(int n, int c, std::size_t plane, const float* x, const float* dy, const float* mean,
+                         const float* invstd, float* partials);
+// From the sample-order sums (sums[0, c) of dy, sums[c, 2c) of dy * xhat): mean_dy and mean_dy_xhat (over count)
+// for the data gradient, and dbeta = sum dy, dgamma = sum dy * xhat (either may be null).
+void batch_norm_finish_bwd(int c, double count, const double* sums, float* mean_dy, float* mean_dy_xhat,
+                           float* dgamma, float* dbeta);
+// dx = gamma * invstd * (dy - mean_dy - xhat * mean_dy_xhat). gamma may be null (1). mean_dy and mean_dy_xhat are
+// null for frozen statistics (evaluation mode), where the statistics do not depend on x: dx = gamma * invstd * dy.
+void batch_norm_bwd_data(int n, int c, std::size_t plane, const float* x, const float* dy, const float* mean,
+                         const float* invstd, const float* gamma, const float* mean_dy, const float* mean_dy_xhat,
+                         float* dx);
+
+// ---- Dropout ----
+// The keep decision of element e of batch row `row` at step `step` is a pure function of (seed, step, row, e):
+// a counter-based hash (splitmix64), so that neither the tiling nor the order of tasks changes a mask.
+struct DropoutParams {
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;
+  std::uint64_t threshold = 0;  // an element is kept when its 32-bit draw is >= threshold (= rate * 2^32)
+  float scale = 1.0f;           // 1 / (1 - rate)
+};
+DropoutParams dropout_params(std::uint64_t seed, std::int64_t step, double rate);
+// The 32-bit draw deciding element e of row `row`: one half of the splitmix64 output number e / 2 + 1 of the
+// row's stream (high half for even e). Exposed for tests.
+std::uint32_t dropout_draw(std::uint64_t seed, std::int64_t step, std::int64_t row, std::uint64_t e);
+// Rows [first_row, first_row + rows) of a batch: mask = kept ? scale : 0, y = x * mask.
+void dropout_fwd(const DropoutParams& p, std::int64_t first_row, int rows, std::size_t row_elements, const float* x,
+                 float* mask, float* y);
+// dx = dy * mask
+void dropout_bwd_data(std::size_t count, const float* mask, const float* dy, float* dx);
+
+// ---- Element-wise activations (backward passes take what their derivative is best computed from) ----
+// 1 / (1 + exp(-x)), evaluated so that exp never overflows.
+void sigmoid_fwd(std::size_t count, const float* x, float* y);
+// dx = dy * y * (1 - y)
+void sigmoid_bwd_data(std::size_t count, const float* y, const float* dy, float* dx);
+void tanh_fwd(std::size_t count, const float* x, float* y);
+// dx = dy * (1 - y^2)
+void tanh_bwd_data(std::size_t count, const float* y, const float* dy, float* dx);
+// x > 0 ? x : slope * x
+void leaky_relu_fwd(std::size_t count, float slope, const float* x, float* y);
+void leaky_relu_bwd_data(std::size_t count, float slope, const float* x, const float* dy, float* dx);
+// x > 0 ? x : alpha * (exp(x) - 1)
+void elu_fwd(std::size_t count, float alpha, const float* x, float* y);
+// dx = dy * (x > 0 ? 1 : alpha * exp(x))
+void elu_bwd_data(std::size_t count, float alpha, const float* x, const float* dy, float* dx);
+// Exact GELU: x * Phi(x), Phi the standard normal CDF (PyTorch's default, approximate='none').
+void gelu_fwd(std::size_t count, const float* x, float* y);
+// dx = dy * (Phi(x) + x * phi(x))
+void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx);
+
+// ---- Softmax over the channels of x[n, c, plane] (PyTorch's dim=1; plane = 1 for (N, F) inputs) ----
+void softmax_fwd(int n, int c, std::size_t plane, const float* x, float* y);
+// dx = y * (dy - sum over channels of dy * y)
+void softmax_bwd_data(int n, int c, std::size_t plane, const float* y, const float* dy, float* dx);
+
+}  // namespace dtnn::kernels::cpu

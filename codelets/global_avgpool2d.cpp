@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/global_avgpool2d.hpp"
+
+#include "codelets/cpu/nn_kernels.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn::codelets {
+namespace {
+
+struct GlobalPoolArgs {
+  int n;
+  int c;
+  std::size_t plane;
+};
+
+void global_avgpool2d_fwd_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<GlobalPoolArgs>(cl_arg);
+  kernels::cpu::global_avgpool2d_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
+                                     runtime::vector_ptr(buffers[1]));
+}
+
+void global_avgpool2d_bwd_data_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<GlobalPoolArgs>(cl_arg);
+  kernels::cpu::global_avgpool2d_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
+                                          runtime::vector_ptr(buffers[1]));
+}
+
+runtime::Codelet cl_global_avgpool2d_fwd("global_avgpool2d_fwd", runtime::guarded<global_avgpool2d_fwd_cpu>,
+                                         {STARPU_R, STARPU_W});
+runtime::Codelet cl_global_avgpool2d_bwd_data("global_avgpool2d_bwd_data",
+                                              runtime::guarded<global_avgpool2d_bwd_data_cpu>, {STARPU_R, STARPU_W});
+
+// The feature map is the tensor with the plane (x in forward, dx in backward).
+GlobalPoolArgs args_for(int channels, const Tensor& map, int tile) {
+  return GlobalPoolArgs{static_cast<int>(map.tile_range(tile).count), channels,
+                        static_cast<std::size_t>(map.row_elements() / channels)};
+}
+
+void check_sizes(const TaskTag& tag, int channels, const Tensor& map, const Tensor& pooled) {
+  check_same_tiling(tag, map, pooled);
+  if (channels < 1 || pooled.row_elements() != channels || map.row_elements() % channels != 0) {
+    throw InvalidArgument(fmt::format("{}: global pooling of {} into {}, expected {} channels in both", tag.layer,
+                                      to_string(map.shape()), to_string(pooled.shape()), channels));
+  }
+}
+
+}  // namespace
+
+void submit_global_avgpool2d_fwd(const TaskTag& tag, int channels, const Tensor& x, Tensor& y, int tile) {
+  check_sizes(tag, channels, x, y);
+  const GlobalPoolArgs a = args_for(channels, x, tile);
+  std::string name;
+  runtime::submit_task(cl_global_avgpool2d_fwd,
+                       task_info(tag, "fwd", tile, static_cast<double>(a.n) * a.c * static_cast<double>(a.plane), name),
+                       {rd(x.tile(tile)), wr(y.tile(tile))}, a);
+}
+
+void submit_global_avgpool2d_bwd_data(const TaskTag& tag, int channels, const Tensor& dy, Tensor& dx, int tile) {
+  check_sizes(tag, channels, dx, dy);
+  const GlobalPoolArgs a = args_for(channels, dx, tile);
+  std::string name;
+  runtime::submit_task(cl_global_avgpool2d_bwd_data,
+                       task_info(tag, "bwd_data", tile, static_cast<double>(a.n) * a.c * static_cast<double>(a.plane),
+                                 name),
+                       {rd(dy.tile(tile)), wr(dx.tile(tile))}, a);
+}
+
+}  // namespace dtnn::codelets

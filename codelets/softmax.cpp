@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/softmax.hpp"
+
+#include "codelets/cpu/nn_kernels.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn::codelets {
+namespace {
+
+struct SoftmaxArgs {
+  int n;
+  int c;
+  std::size_t plane;
+};
+
+void softmax_fwd_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SoftmaxArgs>(cl_arg);
+  kernels::cpu::softmax_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
+}
+
+void softmax_bwd_data_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SoftmaxArgs>(cl_arg);
+  kernels::cpu::softmax_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                 runtime::vector_ptr(buffers[2]));
+}
+
+runtime::Codelet cl_softmax_fwd("softmax_fwd", runtime::guarded<softmax_fwd_cpu>, {STARPU_R, STARPU_W});
+runtime::Codelet cl_softmax_bwd_data("softmax_bwd_data", runtime::guarded<softmax_bwd_data_cpu>,
+                                     {STARPU_R, STARPU_R, STARPU_W});
+
+SoftmaxArgs args_for(const TaskTag& tag, int channels, const Tensor& t, int tile) {
+  if (channels < 1 || t.row_elements() % channels != 0) {
+    throw InvalidArgument(fmt::format("{}: softmax of {} over {} channels, expected a multiple of the channels per "
+                                      "sample",
+                                      tag.layer, to_string(t.shape()), channels));
+  }
+  return SoftmaxArgs{static_cast<int>(t.tile_range(tile).count), channels,
+                     static_cast<std::size_t>(t.row_elements() / channels)};
+}
+
+double values(const SoftmaxArgs& a) { return static_cast<double>(a.n) * a.c * static_cast<double>(a.plane); }
+
+}  // namespace
+
+void submit_softmax_fwd(const TaskTag& tag, int channels, const Tensor& x, Tensor& y, int tile) {
+  check_same_tiling(tag, x, y);
+  const SoftmaxArgs a = args_for(tag, channels, x, tile);
+  std::string name;
+  runtime::submit_task(cl_softmax_fwd, task_info(tag, "fwd", tile, 4.0 * values(a), name),
+                       {rd(x.tile(tile)), wr(y.tile(tile))}, a);
+}
+
+void submit_softmax_bwd_data(const TaskTag& tag, int channels, const Tensor& y, const Tensor& dy, Tensor& dx,
+                             int tile) {
+  check_same_tiling(tag, y, dy);
+  check_same_tiling(tag, y, dx);
+  const SoftmaxArgs a = args_for(tag, channels, y, tile);
+  std::string name;
+  runtime::submit_task(cl_softmax_bwd_data, task_info(tag, "bwd_data", tile, 4.0 * values(a), name),
+                       {rd(y.tile(tile)), rd(dy.tile(tile)), wr(dx.tile(tile))}, a);
+}
+
+}  // namespace dtnn::codelets
