@@ -65,7 +65,10 @@ Shape Conv2d::build(const Shape& in) {
   shape_.groups = o.groups_;
   const int oh = shape_.out_h();
   const int ow = shape_.out_w();
-  if (oh < 1 || ow < 1) {
+  // Integer division rounds a negative numerator towards zero: compare sizes before trusting out_h/out_w.
+  const bool too_small = shape_.h + shape_.pad_top + shape_.pad_bottom < shape_.dil_h * (shape_.r - 1) + 1 ||
+                         shape_.w + shape_.pad_left + shape_.pad_right < shape_.dil_w * (shape_.s - 1) + 1;
+  if (too_small || oh < 1 || ow < 1) {
     throw InvalidArgument(fmt::format("Conv2d {}: input {} is smaller than the dilated {}x{} kernel with padding "
                                       "{}x{}, output would be {}x{}, expected at least 1x1",
                                       name(), to_string(in), o.kernel_h_, o.kernel_w_, o.pad_h_, o.pad_w_, oh, ow));

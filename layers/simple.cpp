@@ -52,7 +52,8 @@ Shape MaxPool2d::build(const Shape& in) {
   const auto& p = options_;
   shape_ = kernels::cpu::Pool2dShape{1, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
                                      p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_, p.pad_h_, p.pad_w_};
-  if (shape_.out_h() < 1 || shape_.out_w() < 1) {
+  if (in[1] + 2 * p.pad_h_ < p.kernel_h_ || in[2] + 2 * p.pad_w_ < p.kernel_w_ || shape_.out_h() < 1 ||
+      shape_.out_w() < 1) {
     throw InvalidArgument(fmt::format("MaxPool2d {}: input {} is smaller than the {}x{} window", name(),
                                       to_string(in), p.kernel_h_, p.kernel_w_));
   }

@@ -107,7 +107,7 @@ namespace {
 
 void summary_rows(Layer& layer, int depth, std::string& s) {
   const std::string name = std::string(static_cast<std::size_t>(2 * depth), ' ') + layer.name();
-  s += fmt::format("{:<24} {:<11} {:<40} {:<18} {:>12}\n", name, layer.type(), layer.describe(),
+  s += fmt::format("{:<24} {:<16} {:<40} {:<18} {:>12}\n", name, layer.type(), layer.describe(),
                    to_string(layer.output_shape()), thousands(layer.parameter_count()));
   for (Layer* child : layer.children()) {
     summary_rows(*child, depth + 1, s);
@@ -117,11 +117,11 @@ void summary_rows(Layer& layer, int depth, std::string& s) {
 }  // namespace
 
 std::string Sequential::summary() const {
-  constexpr int kWidth = 109;
-  std::string s = fmt::format("{:<24} {:<11} {:<40} {:<18} {:>12}\n", "Layer", "Type", "Options", "Output shape",
+  constexpr int kWidth = 114;
+  std::string s = fmt::format("{:<24} {:<16} {:<40} {:<18} {:>12}\n", "Layer", "Type", "Options", "Output shape",
                               "Parameters");
   s += std::string(kWidth, '=') + "\n";
-  s += fmt::format("{:<24} {:<11} {:<40} {:<18} {:>12}\n", "", "Input", "", to_string(input_shape_), 0);
+  s += fmt::format("{:<24} {:<16} {:<40} {:<18} {:>12}\n", "", "Input", "", to_string(input_shape_), 0);
   for (const auto& layer : layers_) {
     summary_rows(*layer, 0, s);
   }

@@ -79,6 +79,8 @@ TEST(Conv2dTest, RejectsBadOptionsAndInputs) {
   expect_invalid([&] { layer.build({2, 8, 8}); }, "Conv2d conv1: input (2, 8, 8), expected (C=3, H, W)");
   Conv2d big(Conv2dOptions(1, 1, 5));
   expect_invalid([&] { big.build({1, 3, 3}); }, "smaller than the dilated 5x5 kernel");
+  Conv2d strided(Conv2dOptions(1, 1, 3).stride(2));  // (2 - 3) / 2 + 1 would round to one row
+  expect_invalid([&] { strided.build({1, 2, 8}); }, "smaller than the dilated 3x3 kernel");
 }
 
 TEST(ReLUTest, BackwardMatchesNumericalGradient) {
@@ -97,6 +99,8 @@ TEST(MaxPool2dTest, RejectsBadOptions) {
   expect_invalid([] { MaxPool2d(MaxPool2dOptions(2).padding(2)); }, "expected 0 <= padding <= kernel/2");
   MaxPool2d layer(MaxPool2dOptions(2));
   expect_invalid([&] { layer.build({4, 4}); }, "expected (C, H, W)");
+  MaxPool2d wide(MaxPool2dOptions(5));
+  expect_invalid([&] { wide.build({1, 4, 8}); }, "smaller than the 5x5 window");
 }
 
 TEST(FlattenTest, BackwardMatchesNumericalGradient) {
