@@ -1,0 +1,1091 @@
+// SPDX-License-Identifier: Apache-2.0
+// convgemm and deconvgemm: see convgemm.hpp. The GEMM driver is BLIS's five loops (NC, KC, MC, then the NR and MR
+// micro-tiles) around BLIS's own sgemm micro-kernel; only the packing routines and the micro-tile epilogues know
+// about convolution.
+#include "codelets/cpu/convgemm.hpp"
+
+#include <blis.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+namespace dtnn::kernels::cpu {
+namespace {
+
+using std::size_t;
+
+// ---- The BLIS micro-kernel and its blocking ----
+
+struct MicroKernel {
+  sgemm_ukr_ft ukr = nullptr;
+  cntx_t* cntx = nullptr;
+  GemmBlocking blocking{};
+  // BLIS micro-kernels store C fastest with unit stride along the dimension they prefer (rows of the MR side for
+  // skx's 32x12, columns of the NR side for haswell's 6x16); other layouts go through a temporary inside the
+  // kernel. Each pass puts the index that is contiguous in its output on the preferred side.
+  bool contiguous_on_mr = false;
+};
+
+// Queried once: BLIS fixes its configuration (BLIS_ARCH_TYPE) at its first use anyway.
+const MicroKernel& micro_kernel() {
+  static const MicroKernel mk = [] {
+    MicroKernel k;
+    k.cntx = bli_gks_query_cntx();
+    k.ukr = reinterpret_cast<sgemm_ukr_ft>(bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, k.cntx));
+    const auto block = [&](bszid_t id) { return static_cast<int>(bli_cntx_get_blksz_def_dt(BLIS_FLOAT, id, k.cntx)); };
+    k.blocking = {block(BLIS_MR), block(BLIS_NR), block(BLIS_KC), block(BLIS_MC), block(BLIS_NC)};
+    k.contiguous_on_mr = !bli_cntx_l3_nat_ukr_prefers_rows_dt(BLIS_FLOAT, BLIS_GEMM_UKR, k.cntx);
+    return k;
+  }();
+  return mk;
+}
+
+struct Blocking {
+  dim_t mr, nr, kc, mc, nc;
+};
+
+Blocking default_blocking() {
+  const GemmBlocking& b = micro_kernel().blocking;
+  return {b.mr, b.nr, b.kc, b.mc, b.nc};
+}
+
+// Backward-data keeps the whole reduction in one KC block, so that a micro-tile is final when its epilogue
+// scatters it into dx and every dx element receives its contributions in one fixed order. MC and NC shrink so
+// that the packed blocks keep the cache footprint BLIS chose for MC x KC and KC x NC.
+Blocking whole_reduction_blocking(dim_t k) {
+  Blocking b = default_blocking();
+  if (k > b.kc) {
+    b.mc = std::max(b.mr, b.mc * b.kc / k / b.mr * b.mr);
+    b.nc = std::max(b.nr, b.nc * b.kc / k / b.nr * b.nr);
+  }
+  b.kc = std::max<dim_t>(k, 1);
+  return b;
+}
+
+// ---- Thread-local working memory ----
+
+// 64-byte aligned floats that only grow, so that steady-state training allocates nothing.
+class AlignedFloats {
+ public:
+  float* reserve(size_t count) {
+    if (count > capacity_) {
+      data_.reset(static_cast<float*>(::operator new(count * sizeof(float), std::align_val_t{64})));
+      capacity_ = count;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Release {
+    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<float, Release> data_;
+  size_t capacity_ = 0;
+};
+
+struct Workspace {
+  AlignedFloats a, b, tile;
+};
+
+Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
+// ---- The five-loop GEMM driver ----
+//
+// The driver computes C = U^T-side x V-side products in the coordinates of the caller: u indexes the free
+// dimension that is contiguous in the caller's output, v the other one, and the reduction runs over k. It maps
+// (u, v) onto the micro-kernel's (MR, NR) sides according to the kernel's preferred storage of C.
+//
+// A packer fills micro-panels: pack(f0, fb, p0, pb, out) writes free indices [f0, f0 + fb) over the reduction
+// range [p0, p0 + pb) as ceil(fb / out.width) micro-panels, element (f, p) of the block at out.column(f)[p *
+// out.width]; free indices past fb in the last panel are zero.
+
+// Where a packer writes: micro-panels of width free indices, stride floats apart.
+struct Panels {
+  float* base;
+  int width;
+  dim_t stride;
+  [[nodiscard]] float* column(dim_t f) const { return base + f / width * stride + f % width; }
+};
+
+dim_t panel_stride(dim_t width, dim_t kb) { return width * kb; }
+
+struct MicroTile {
+  dim_t u0, v0;      // first u and v of the tile
+  dim_t mu, mv;      // extents, below the panel widths at the edges
+  bool first, last;  // the tile's first / last KC block of the reduction
+  float* buffer;     // a tile-sized scratch, element (u, v) at [u + v * buffer_ld]
+  inc_t buffer_ld;
+
+  // c(u, v) = beta * c(u, v) + this KC block's product, element (u, v) at c[u + v * ldc]. A beta of 0 never
+  // reads c.
+  void compute(float* c, inc_t ldc, float beta) const {
+    float one = 1.0f;
+    if (mk->contiguous_on_mr) {
+      mk->ukr(mu, mv, kb, &one, a, b, &beta, c, 1, ldc, aux, mk->cntx);
+    } else {
+      mk->ukr(mv, mu, kb, &one, a, b, &beta, c, ldc, 1, aux, mk->cntx);
+    }
+  }
+
+  const MicroKernel* mk;
+  dim_t kb;
+  float* a;
+  float* b;
+  auxinfo_t* aux;
+};
+
+template <typename PackU, typename PackV, typename Epilogue>
+void gemm(const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV&& pack_v, Epilogue&& epilogue) {
+  const MicroKernel& mk = micro_kernel();
+  const bool u_is_m = mk.contiguous_on_mr;
+  const dim_t m = u_is_m ? nu : nv;
+  const dim_t n = u_is_m ? nv : nu;
+  const auto pack_a = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+    u_is_m ? pack_u(f0, fb, p0, pb, out) : pack_v(f0, fb, p0, pb, out);
+  };
+  const auto pack_b = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+    u_is_m ? pack_v(f0, fb, p0, pb, out) : pack_u(f0, fb, p0, pb, out);
+  };
+
+  Workspace& ws = workspace();
+  const dim_t kc = std::min(bs.kc, k);
+  const dim_t a_panels = (std::min(bs.mc, m) + bs.mr - 1) / bs.mr;
+  const dim_t b_panels = (std::min(bs.nc, n) + bs.nr - 1) / bs.nr;
+  float* const a_block = ws.a.reserve(static_cast<size_t>(a_panels * panel_stride(bs.mr, kc)));
+  float* const b_block = ws.b.reserve(static_cast<size_t>(b_panels * panel_stride(bs.nr, kc)));
+  auxinfo_t aux{};
+  MicroTile t{};
+  t.mk = &mk;
+  t.aux = &aux;
+  t.buffer = ws.tile.reserve(static_cast<size_t>(bs.mr * bs.nr));
+  t.buffer_ld = u_is_m ? bs.mr : bs.nr;
+
+  for (dim_t jc = 0; jc < n; jc += bs.nc) {
+    const dim_t nb = std::min(bs.nc, n - jc);
+    for (dim_t pc = 0; pc < k; pc += bs.kc) {
+      const dim_t kb = std::min(bs.kc, k - pc);
+      const Panels b_out{b_block, static_cast<int>(bs.nr), panel_stride(bs.nr, kb)};
+      const Panels a_out{a_block, static_cast<int>(bs.mr), panel_stride(bs.mr, kb)};
+      pack_b(jc, nb, pc, kb, b_out);
+      t.kb = kb;
+      t.first = pc == 0;
+      t.last = pc + kb == k;
+      for (dim_t ic = 0; ic < m; ic += bs.mc) {
+        const dim_t mb = std::min(bs.mc, m - ic);
+        pack_a(ic, mb, pc, kb, a_out);
+        for (dim_t jr = 0; jr < nb; jr += bs.nr) {
+          float* const b_panel = b_out.column(jr);
+          for (dim_t ir = 0; ir < mb; ir += bs.mr) {
+            float* const a_panel = a_out.column(ir);
+            // The micro-kernel prefetches the panels of the next call, as in BLIS's macro-kernel.
+            const bool last_ir = ir + bs.mr >= mb;
+            const bool last_jr = jr + bs.nr >= nb;
+            bli_auxinfo_set_next_a(last_ir ? a_block : a_panel + a_out.stride, &aux);
+            bli_auxinfo_set_next_b(last_ir ? (last_jr ? b_block : b_panel + b_out.stride) : b_panel, &aux);
+            const dim_t i0 = ic + ir;
+            const dim_t j0 = jc + jr;
+            const dim_t mi = std::min(bs.mr, mb - ir);
+            const dim_t nj = std::min(bs.nr, nb - jr);
+            t.a = a_panel;
+            t.b = b_panel;
+            t.u0 = u_is_m ? i0 : j0;
+            t.v0 = u_is_m ? j0 : i0;
+            t.mu = u_is_m ? mi : nj;
+            t.mv = u_is_m ? nj : mi;
+            epilogue(static_cast<const MicroTile&>(t));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Size of the two packed blocks the driver uses for a product (the tile scratch is added by the caller).
+size_t gemm_pack_bytes(const Blocking& bs, dim_t nu, dim_t nv, dim_t k) {
+  const bool u_is_m = micro_kernel().contiguous_on_mr;
+  const dim_t m = u_is_m ? nu : nv;
+  const dim_t n = u_is_m ? nv : nu;
+  const dim_t kc = std::min(bs.kc, k);
+  const dim_t floats = (std::min(bs.mc, m) + bs.mr - 1) / bs.mr * panel_stride(bs.mr, kc) +
+                       (std::min(bs.nc, n) + bs.nr - 1) / bs.nr * panel_stride(bs.nr, kc);
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
+// ---- Convolution geometry ----
+
+struct Geom {
+  int n, c, h, w, k, r, s;
+  int stride_h, stride_w, pad_top, pad_left, dil_h, dil_w;
+  int cg, kg, oh, ow;
+  size_t plane, in_plane;
+  size_t crs;  // rows of the implicit im2col matrix of a group: c/groups * r * s
+  size_t x_sample, y_sample;
+  dim_t npix;  // GEMM columns: every output pixel of every sample of the call
+  // 1x1, stride 1, no padding: the im2col matrix of a sample is the input itself.
+  bool identity;
+
+  explicit Geom(const Conv2dShape& sh)
+      : n(sh.n),
+        c(sh.c),
+        h(sh.h),
+        w(sh.w),
+        k(sh.k),
+        r(sh.r),
+        s(sh.s),
+        stride_h(sh.stride_h),
+        stride_w(sh.stride_w),
+        pad_top(sh.pad_top),
+        pad_left(sh.pad_left),
+        dil_h(sh.dil_h),
+        dil_w(sh.dil_w),
+        cg(sh.c / sh.groups),
+        kg(sh.k / sh.groups),
+        oh(std::max(sh.out_h(), 0)),
+        ow(std::max(sh.out_w(), 0)),
+        plane(static_cast<size_t>(oh) * static_cast<size_t>(ow)),
+        in_plane(static_cast<size_t>(sh.h) * static_cast<size_t>(sh.w)),
+        crs(static_cast<size_t>(cg) * static_cast<size_t>(sh.r) * static_cast<size_t>(sh.s)),
+        x_sample(static_cast<size_t>(sh.c) * in_plane),
+        y_sample(static_cast<size_t>(sh.k) * plane),
+        npix(static_cast<dim_t>(std::max(sh.n, 0)) * static_cast<dim_t>(plane)),
+        identity(sh.r == 1 && sh.s == 1 && sh.stride_h == 1 && sh.stride_w == 1 && sh.pad_top == 0 &&
+                 sh.pad_bottom == 0 && sh.pad_left == 0 && sh.pad_right == 0) {}
+
+  [[nodiscard]] bool empty() const { return plane == 0; }
+  // Groups of one input channel make GEMMs of a handful of rows; direct loops serve them better.
+  [[nodiscard]] bool depthwise() const { return cg == 1 && kg < k; }
+};
+
+// [lo, hi) of the t in [0, count) whose input coordinate base + t * stride lies in [0, extent).
+struct Range {
+  int lo, hi;
+};
+Range valid_run(int base, int stride, int extent, int count) {
+  int lo = 0;
+  int hi = 0;
+  if (stride == 1) {
+    lo = std::max(0, -base);
+    hi = std::min(count, extent - base);
+  } else {
+    lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
+    hi = base >= extent ? 0 : std::min(count, (extent - base + stride - 1) / stride);
+  }
+  hi = std::max(hi, 0);
+  return {std::min(lo, hi), hi};
+}
+
+// Output pixels consecutive in GEMM column order within one output row of one sample: for each kernel tap their
+// inputs are one strided row segment, so packing and scattering work run by run instead of element by element.
+struct Run {
+  int offset;  // from the first pixel of the visited range
+  int count;
+  dim_t sample;
+  int oy, ox;
+};
+
+template <typename Fn>
+void for_each_run(const Geom& g, dim_t q0, dim_t len, Fn&& fn) {
+  const auto plane = static_cast<dim_t>(g.plane);
+  dim_t sample = q0 / plane;
+  const dim_t p = q0 - sample * plane;
+  int oy = static_cast<int>(p / g.ow);
+  int ox = static_cast<int>(p - static_cast<dim_t>(oy) * g.ow);
+  for (dim_t done = 0; done < len;) {
+    const int count = static_cast<int>(std::min<dim_t>(len - done, g.ow - ox));
+    fn(Run{static_cast<int>(done), count, sample, oy, ox});
+    done += count;
+    ox = 0;
+    if (++oy == g.oh) {
+      oy = 0;
+      ++sample;
+    }
+  }
+}
+
+// Same for tensors whose columns are whole planes (NCHW outputs, 1x1 inputs): runs end only at sample borders.
+// fn(offset, count, sample, pixel).
+template <typename Fn>
+void for_each_plane_run(size_t plane, dim_t q0, dim_t len, Fn&& fn) {
+  const auto pl = static_cast<dim_t>(plane);
+  dim_t sample = q0 / pl;
+  dim_t pixel = q0 - sample * pl;
+  for (dim_t done = 0; done < len; ++sample, pixel = 0) {
+    const int count = static_cast<int>(std::min(len - done, pl - pixel));
+    fn(static_cast<int>(done), count, sample, static_cast<size_t>(pixel));
+    done += count;
+  }
+}
+
+// Valid part of a run for each kernel column.
+const Range* column_ranges(const Geom& g, const Run& run) {
+  thread_local std::vector<Range> ranges;
+  ranges.resize(static_cast<size_t>(g.s));
+  const int base = run.ox * g.stride_w - g.pad_left;
+  for (int ks = 0; ks < g.s; ++ks) {
+    ranges[static_cast<size_t>(ks)] = valid_run(base + ks * g.dil_w, g.stride_w, g.w, run.count);
+  }
+  return ranges.data();
+}
+
+// Row index of the im2col matrix of a group, decomposed into (input channel, kernel row, kernel column) and
+// advanced without divisions.
+struct Tap {
+  int ci, kr, ks;
+  Tap(const Geom& g, dim_t row)
+      : ci(static_cast<int>(row / (g.r * g.s))),
+        kr(static_cast<int>(row / g.s % g.r)),
+        ks(static_cast<int>(row % g.s)) {}
+  void next(const Geom& g) {
+    if (++ks == g.s) {
+      ks = 0;
+      if (++kr == g.r) {
+        kr = 0;
+        ++ci;
+      }
+    }
+  }
+};
+
+// GCC and Clang vector extension: 4 floats, portable across instruction sets.
+using Float4 = float __attribute__((vector_size(16)));
+
+Float4 load4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store4(float* p, Float4 v) { std::memcpy(p, &v, sizeof v); }
+
+// Copies and fills of runs, which are short (2 to a few dozen floats): explicit 4-float moves, because the
+// library call a compiler would turn a plain loop into costs more than the move itself.
+[[gnu::always_inline]] inline void copy_floats(const float* in, int count, float* out) {
+  int t = 0;
+  for (; t + 4 <= count; t += 4) {
+    store4(out + t, load4(in + t));
+  }
+  for (; t < count; ++t) {
+    out[t] = in[t];
+  }
+}
+
+void zero_floats(float* out, int count) {
+  int t = 0;
+  for (; t + 4 <= count; t += 4) {
+    store4(out + t, Float4{});
+  }
+  for (; t < count; ++t) {
+    out[t] = 0.0f;
+  }
+}
+
+// out[t] = row[col + t * stride] on the valid range, 0 elsewhere in [0, count). Indices rather than a shifted
+// pointer, because col is negative in the left padding. Stride is a template argument for the common 1 and 2 (0:
+// read it from `stride`), so that those loops are copies or vectorised.
+template <int Stride>
+[[gnu::always_inline]] inline void gather(const float* row, int col, int stride, Range valid, int count, float* out) {
+  if (Stride == 1 && valid.lo == 0 && valid.hi == count) {
+    copy_floats(row + col, count, out);
+    return;
+  }
+  zero_floats(out, valid.lo);
+  if constexpr (Stride == 1) {
+    copy_floats(row + col + valid.lo, valid.hi - valid.lo, out + valid.lo);
+  } else {
+    const int step = Stride > 0 ? Stride : stride;
+    for (int t = valid.lo; t < valid.hi; ++t) {
+      out[t] = row[col + t * step];
+    }
+  }
+  zero_floats(out + valid.hi, count - valid.hi);
+}
+
+// Calls fn(std::integral_constant<int, Stride>) with Stride 1, 2 or 0 (any other stride).
+template <typename Fn>
+void with_stride(int stride, Fn&& fn) {
+  if (stride == 1) {
+    fn(std::integral_constant<int, 1>{});
+  } else if (stride == 2) {
+    fn(std::integral_constant<int, 2>{});
+  } else {
+    fn(std::integral_constant<int, 0>{});
+  }
+}
+
+void zero_columns(float* panel, int from, int width, dim_t rows) {
+  if (from == width) {
+    return;
+  }
+  for (dim_t p = 0; p < rows; ++p) {
+    zero_floats(panel + p * width + from, width - from);
+  }
+}
+
+// Zeroes the columns past the last free index fb of a block, in its last micro-panel.
+void zero_tail(const Panels& out, dim_t fb, dim_t rows) {
+  const dim_t last = fb - 1;
+  zero_columns(out.column(last - last % out.width), static_cast<int>(last % out.width) + 1, out.width, rows);
+}
+
+// dst[t * width + i] = src[i * ld + t] for i < rows, t < cols, in 4 x 4 register blocks: the packing of an operand
+// whose free index is not the contiguous one.
+void transpose_into(const float* src, size_t ld, int rows, dim_t cols, float* dst, int width) {
+  int i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const float* s0 = src + static_cast<size_t>(i) * ld;
+    const float* s1 = s0 + ld;
+    const float* s2 = s1 + ld;
+    const float* s3 = s2 + ld;
+    dim_t t = 0;
+    for (; t + 4 <= cols; t += 4) {
+      const Float4 r0 = load4(s0 + t), r1 = load4(s1 + t), r2 = load4(s2 + t), r3 = load4(s3 + t);
+      const Float4 lo01 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5);
+      const Float4 hi01 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7);
+      const Float4 lo23 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+      const Float4 hi23 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+      float* d = dst + t * width + i;
+      store4(d, __builtin_shufflevector(lo01, lo23, 0, 1, 4, 5));
+      store4(d + width, __builtin_shufflevector(lo01, lo23, 2, 3, 6, 7));
+      store4(d + 2 * width, __builtin_shufflevector(hi01, hi23, 0, 1, 4, 5));
+      store4(d + 3 * width, __builtin_shufflevector(hi01, hi23, 2, 3, 6, 7));
+    }
+    for (; t < cols; ++t) {
+      float* d = dst + t * width + i;
+      d[0] = s0[t];
+      d[1] = s1[t];
+      d[2] = s2[t];
+      d[3] = s3[t];
+    }
+  }
+  for (; i < rows; ++i) {
+    const float* s0 = src + static_cast<size_t>(i) * ld;
+    for (dim_t t = 0; t < cols; ++t) {
+      dst[t * width + i] = s0[t];
+    }
+  }
+}
+
+// ---- Packers ----
+// Names say which index is free (the panel width) and which is reduced over. Pixel packers first cut their block
+// into runs, then sweep the reduction index outermost: each source channel is then read as one stream per block
+// (which hardware prefetchers follow), rather than as many interleaved short pieces, one per micro-panel.
+
+// Output pixels of a block that lie in one micro-panel and in one output row of one sample (im2col sources) or
+// one sample plane (plain NCHW sources).
+struct BlockRun {
+  float* dst;        // the run's first column in its micro-panel (pixel-free packers)
+  int offset;        // the run's first pixel, from the start of the block
+  int count;
+  const float* src;  // channel 0 of the run's sample
+  int iy0, ix0;      // input coordinates of the first pixel at kernel offset (0, 0) (output-row runs)
+  int pixel;         // the first pixel's index in its plane (plane runs)
+  int column;        // and its output column
+};
+
+// 'Same' convolutions with unit strides (ow == w): row (ci, kr, ks) of a sample's im2col matrix is channel ci of
+// the input plane shifted by a constant, with zeros where the window leaves the input. Runs then span whole
+// planes rather than output rows: one copy per run and tap instead of one per output row.
+bool shifted_planes(const Geom& g) { return g.stride_h == 1 && g.stride_w == 1 && g.ow == g.w; }
+
+// The shifted plane of a tap: pixel p reads input element p + shift of the channel when p lies in [lo, hi) (rows
+// inside the input) and its column in [col_lo, col_hi).
+struct ShiftedTap {
+  std::ptrdiff_t shift;
+  int lo, hi;
+  int col_lo, col_hi;
+};
+
+ShiftedTap shifted_tap(const Geom& g, const Tap& tap) {
+  const int dy = tap.kr * g.dil_h - g.pad_top;
+  const int dx = tap.ks * g.dil_w - g.pad_left;
+  const int row_lo = std::clamp(-dy, 0, g.oh);
+  const int row_hi = std::clamp(g.h - dy, row_lo, g.oh);
+  const auto shift = static_cast<std::ptrdiff_t>(dy) * g.w + dx;
+  // Also within the channel's storage: pixels there are only in the padding columns, zeroed afterwards.
+  const auto plane = static_cast<std::ptrdiff_t>(g.in_plane);
+  const int lo = static_cast<int>(std::max<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(row_lo) * g.ow, -shift));
+  const int hi = static_cast<int>(std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(row_hi) * g.ow, plane - shift));
+  return {shift, lo, std::max(lo, hi), std::clamp(-dx, 0, g.ow), std::clamp(g.w - dx, 0, g.ow)};
+}
+
+// out[0, run.count) = the run's pixels of the shifted plane of channel `channel` (an offset into run.src).
+[[gnu::always_inline]] inline void copy_shifted(const BlockRun& run, size_t channel, const ShiftedTap& tap, int ow, float* out) {
+  const int a = std::clamp(tap.lo - run.pixel, 0, run.count);
+  const int b = std::clamp(tap.hi - run.pixel, a, run.count);
+  zero_floats(out, a);
+  copy_floats(run.src + channel + (run.pixel + a + tap.shift), b - a, out + a);
+  zero_floats(out + b, run.count - b);
+  if (tap.col_lo == 0 && tap.col_hi == ow) {
+    return;
+  }
+  for (int row = -run.column; row < b; row += ow) {
+    for (int u = std::max(row, a); u < std::min(row + tap.col_lo, b); ++u) {
+      out[u] = 0.0f;
+    }
+    for (int u = std::max(row + tap.col_hi, a); u < std::min(row + ow, b); ++u) {
+      out[u] = 0.0f;
+    }
+  }
+}
+
+// Runs of pixels [q0, q0 + qb) of NCHW tensors (planes of `plane` pixels in rows of row_width), cut at multiples
+// of cut.
+void plane_runs(const float* t, size_t sample_stride, size_t plane, int row_width, dim_t q0, dim_t qb, dim_t cut,
+                std::vector<BlockRun>& runs) {
+  runs.clear();
+  for (dim_t start = 0; start < qb; start += cut) {
+    for_each_plane_run(plane, q0 + start, std::min(cut, qb - start),
+                       [&](int offset, int count, dim_t sample, size_t pixel) {
+                         const int p = static_cast<int>(pixel);
+                         runs.push_back({nullptr, static_cast<int>(start) + offset, count,
+                                         t + static_cast<size_t>(sample) * sample_stride, 0, 0, p, p % row_width});
+                       });
+  }
+}
+
+// Runs of pixels [q0, q0 + qb) of an im2col source, and the valid part of each for every kernel column
+// (cols[run * s + ks]). Runs are cut at multiples of cut from q0 (the micro-panels of a pixel-free block).
+void im2col_runs(const Geom& g, const float* xg, dim_t q0, dim_t qb, dim_t cut, std::vector<BlockRun>& runs,
+                 std::vector<Range>& cols) {
+  runs.clear();
+  cols.clear();
+  for (dim_t start = 0; start < qb; start += cut) {
+    for_each_run(g, q0 + start, std::min(cut, qb - start), [&](const Run& run) {
+      const int ix0 = run.ox * g.stride_w - g.pad_left;
+      runs.push_back({nullptr, static_cast<int>(start) + run.offset, run.count,
+                      xg + static_cast<size_t>(run.sample) * g.x_sample, run.oy * g.stride_h - g.pad_top, ix0, 0,
+                      0});
+      for (int ks = 0; ks < g.s; ++ks) {
+        cols.push_back(valid_run(ix0 + ks * g.dil_w, g.stride_w, g.w, run.count));
+      }
+    });
+  }
+}
+
+// Free: output pixels; reduction: im2col rows. The forward pass's implicit im2col matrix, gathered from x.
+void pack_im2col_pixels(const Geom& g, const float* xg, dim_t q0, dim_t qb, dim_t p0, dim_t pb, const Panels& out) {
+  thread_local std::vector<BlockRun> runs;
+  thread_local std::vector<Range> cols;
+  const int width = out.width;
+  if (shifted_planes(g)) {
+    plane_runs(xg, g.x_sample, g.plane, g.ow, q0, qb, width, runs);
+    for (BlockRun& run : runs) {
+      run.dst = out.column(run.offset);
+    }
+    zero_tail(out, qb, pb);
+    Tap tap(g, p0);
+    for (dim_t p = 0; p < pb; ++p, tap.next(g)) {
+      const ShiftedTap shifted = shifted_tap(g, tap);
+      const size_t channel = static_cast<size_t>(tap.ci) * g.in_plane;
+      for (const BlockRun& run : runs) {
+        copy_shifted(run, channel, shifted, g.ow, run.dst + p * width);
+      }
+    }
+    return;
+  }
+  im2col_runs(g, xg, q0, qb, width, runs, cols);
+  for (BlockRun& run : runs) {
+    run.dst = out.column(run.offset);
+  }
+  zero_tail(out, qb, pb);
+  with_stride(g.stride_w, [&](auto stride) {
+    Tap tap(g, p0);
+    for (dim_t p = 0; p < pb; ++p, tap.next(g)) {
+      const size_t channel = static_cast<size_t>(tap.ci) * g.in_plane;
+      const int dy = tap.kr * g.dil_h;
+      const int dx = tap.ks * g.dil_w;
+      const Range* col = cols.data() + tap.ks;
+      for (const BlockRun& run : runs) {
+        float* to = run.dst + p * width;
+        const int iy = run.iy0 + dy;
+        if (iy < 0 || iy >= g.h) {
+          zero_floats(to, run.count);
+        } else {
+          gather<decltype(stride)::value>(run.src + channel + static_cast<size_t>(iy) * g.w, run.ix0 + dx,
+                                          g.stride_w, *col, run.count, to);
+        }
+        col += g.s;
+      }
+    }
+  });
+}
+
+// Free: im2col rows; reduction: output pixels. The transposed implicit im2col of backward-weights: each
+// micro-panel's rows are gathered row-major (one stream per channel), then transposed into the panel.
+void pack_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t q0, dim_t qb, const Panels& out) {
+  thread_local std::vector<BlockRun> runs;
+  thread_local std::vector<Range> cols;
+  thread_local AlignedFloats rows;
+  const bool shifted = shifted_planes(g);
+  if (shifted) {
+    plane_runs(xg, g.x_sample, g.plane, g.ow, q0, qb, qb, runs);
+  } else {
+    im2col_runs(g, xg, q0, qb, qb, runs, cols);
+  }
+  float* const gathered = rows.reserve(static_cast<size_t>(out.width) * static_cast<size_t>(qb));
+  for (dim_t pan = 0; pan < fb; pan += out.width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+    if (shifted) {
+      Tap tap(g, f0 + pan);
+      for (int i = 0; i < cnt; ++i, tap.next(g)) {
+        const ShiftedTap window = shifted_tap(g, tap);
+        const size_t channel = static_cast<size_t>(tap.ci) * g.in_plane;
+        for (const BlockRun& run : runs) {
+          copy_shifted(run, channel, window, g.ow, gathered + static_cast<size_t>(i) * qb + run.offset);
+        }
+      }
+    } else with_stride(g.stride_w, [&](auto stride) {
+      Tap tap(g, f0 + pan);
+      for (int i = 0; i < cnt; ++i, tap.next(g)) {
+        const size_t channel = static_cast<size_t>(tap.ci) * g.in_plane;
+        const int dy = tap.kr * g.dil_h;
+        const int dx = tap.ks * g.dil_w;
+        const Range* col = cols.data() + tap.ks;
+        float* row_out = gathered + static_cast<size_t>(i) * static_cast<size_t>(qb);
+        for (const BlockRun& run : runs) {
+          float* to = row_out + run.offset;
+          const int iy = run.iy0 + dy;
+          if (iy < 0 || iy >= g.h) {
+            zero_floats(to, run.count);
+          } else {
+            gather<decltype(stride)::value>(run.src + channel + static_cast<size_t>(iy) * g.w, run.ix0 + dx,
+                                            g.stride_w, *col, run.count, to);
+          }
+          col += g.s;
+        }
+      }
+    });
+    float* panel = out.column(pan);
+    transpose_into(gathered, static_cast<size_t>(qb), cnt, qb, panel, out.width);
+    zero_columns(panel, cnt, out.width, qb);
+  }
+}
+
+// Free: pixels; reduction: channels of an NCHW tensor t (dy, or x of a 1x1 convolution).
+void pack_nchw_pixels(const float* t, size_t sample_stride, size_t plane, dim_t q0, dim_t qb, dim_t p0, dim_t pb,
+                      const Panels& out) {
+  thread_local std::vector<BlockRun> runs;
+  plane_runs(t, sample_stride, plane, static_cast<int>(plane), q0, qb, out.width, runs);
+  for (BlockRun& run : runs) {
+    run.dst = out.column(run.offset);
+    run.src += static_cast<size_t>(p0) * plane + static_cast<size_t>(run.pixel);
+  }
+  zero_tail(out, qb, pb);
+  for (dim_t p = 0; p < pb; ++p) {
+    for (const BlockRun& run : runs) {
+      copy_floats(run.src + static_cast<size_t>(p) * plane, run.count, run.dst + p * out.width);
+    }
+  }
+}
+
+// Free: channels; reduction: pixels of an NCHW tensor t (dy, or x of a 1x1 convolution).
+void pack_nchw_channels(const float* t, size_t sample_stride, size_t plane, dim_t f0, dim_t fb, dim_t q0, dim_t qb,
+                        const Panels& out) {
+  thread_local std::vector<BlockRun> runs;
+  plane_runs(t, sample_stride, plane, static_cast<int>(plane), q0, qb, qb, runs);
+  for (dim_t pan = 0; pan < fb; pan += out.width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+    float* panel = out.column(pan);
+    for (const BlockRun& run : runs) {
+      transpose_into(run.src + static_cast<size_t>(f0 + pan) * plane + static_cast<size_t>(run.pixel), plane, cnt,
+                     run.count,
+                     panel + static_cast<dim_t>(run.offset) * out.width, out.width);
+    }
+    zero_columns(panel, cnt, out.width, qb);
+  }
+}
+
+// Free: rows of a row-major matrix a; reduction: its columns (the weights of the forward pass).
+void pack_matrix_rows(const float* a, size_t lda, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+  for (dim_t pan = 0; pan < fb; pan += out.width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+    float* panel = out.column(pan);
+    transpose_into(a + static_cast<size_t>(f0 + pan) * lda + p0, lda, cnt, pb, panel, out.width);
+    zero_columns(panel, cnt, out.width, pb);
+  }
+}
+
+// Free: columns of a row-major matrix a; reduction: its rows (the weights of backward-data).
+void pack_matrix_columns(const float* a, size_t lda, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+  for (dim_t pan = 0; pan < fb; pan += out.width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+    float* panel = out.column(pan);
+    for (dim_t p = 0; p < pb; ++p) {
+      copy_floats(a + static_cast<size_t>(p0 + p) * lda + f0 + pan, cnt, panel + p * out.width);
+    }
+    zero_columns(panel, cnt, out.width, pb);
+  }
+}
+
+// ---- Epilogues ----
+
+// An NCHW tensor seen as the GEMM output C(u = sample * plane + pixel, v = channel).
+struct NchwOutput {
+  float* base;  // channel 0 of the group
+  size_t sample_stride;
+  size_t plane;
+  const float* bias;  // of the group's channel 0; nullable
+  int relu;
+};
+
+// Bias and ReLU once the last KC block is in, while the tile is still in cache. "x < 0 ? 0 : x" lets a NaN
+// through, as relu_fwd does.
+void finish(float* c, size_t ldc, int mu, dim_t mv, const float* bias, int relu) {
+  if (bias == nullptr && relu == 0) {
+    return;
+  }
+  for (dim_t v = 0; v < mv; ++v) {
+    float* cv = c + static_cast<size_t>(v) * ldc;
+    const float b = bias != nullptr ? bias[v] : 0.0f;
+    if (relu != 0) {
+      for (int u = 0; u < mu; ++u) {
+        const float x = cv[u] + b;
+        cv[u] = x < 0.0f ? 0.0f : x;
+      }
+    } else {
+      for (int u = 0; u < mu; ++u) {
+        cv[u] += b;
+      }
+    }
+  }
+}
+
+// The micro-kernel writes straight into the tensor when the tile's pixels lie in one sample (then C is a plain
+// strided matrix); a tile across samples goes through the tile buffer and is copied out run by run.
+void store_nchw(const MicroTile& t, const NchwOutput& o) {
+  const auto plane = static_cast<dim_t>(o.plane);
+  const dim_t sample = t.u0 / plane;
+  const dim_t pixel = t.u0 - sample * plane;
+  const float* bias = o.bias != nullptr ? o.bias + t.v0 : nullptr;
+  if (pixel + t.mu <= plane) {
+    float* c = o.base + static_cast<size_t>(sample) * o.sample_stride + static_cast<size_t>(t.v0 * plane + pixel);
+    t.compute(c, plane, t.first ? 0.0f : 1.0f);
+    if (t.last) {
+      finish(c, o.plane, static_cast<int>(t.mu), t.mv, bias, o.relu);
+    }
+    return;
+  }
+  t.compute(t.buffer, t.buffer_ld, 0.0f);
+  for_each_plane_run(o.plane, t.u0, t.mu, [&](int offset, int count, dim_t s, size_t p) {
+    float* c = o.base + static_cast<size_t>(s) * o.sample_stride + static_cast<size_t>(t.v0) * o.plane + p;
+    for (dim_t v = 0; v < t.mv; ++v) {
+      float* out = c + static_cast<size_t>(v) * o.plane;
+      const float* in = t.buffer + offset + v * t.buffer_ld;
+      if (t.first) {
+        copy_floats(in, count, out);
+      } else {
+        for (int u = 0; u < count; ++u) {
+          out[u] += in[u];
+        }
+      }
+    }
+    if (t.last) {
+      finish(c, o.plane, count, t.mv, bias, o.relu);
+    }
+  });
+}
+
+// row[col + u * stride] += in[u] on the valid range: the inverse of gather.
+template <int Stride>
+void add_to_row(const float* in, float* row, int col, int stride, Range valid) {
+  if constexpr (Stride == 1) {
+    float* out = row + col;
+    int u = valid.lo;
+    for (; u + 4 <= valid.hi; u += 4) {
+      store4(out + u, load4(out + u) + load4(in + u));
+    }
+    for (; u < valid.hi; ++u) {
+      out[u] += in[u];
+    }
+  } else {
+    const int step = Stride > 0 ? Stride : stride;
+    for (int u = valid.lo; u < valid.hi; ++u) {
+      row[col + u * step] += in[u];
+    }
+  }
+}
+
+// col2im fused into backward-data: tile(u = pixel, v = im2col row) is added into the dx elements it came from.
+void scatter_add(const Geom& g, const MicroTile& t, float* dxg) {
+  t.compute(t.buffer, t.buffer_ld, 0.0f);
+  with_stride(g.stride_w, [&](auto stride) {
+    for_each_run(g, t.u0, t.mu, [&](const Run& run) {
+      const Range* cols = column_ranges(g, run);
+      float* dxs = dxg + static_cast<size_t>(run.sample) * g.x_sample;
+      const int iy0 = run.oy * g.stride_h - g.pad_top;
+      const int ix0 = run.ox * g.stride_w - g.pad_left;
+      Tap tap(g, t.v0);
+      for (dim_t v = 0; v < t.mv; ++v, tap.next(g)) {
+        const int iy = iy0 + tap.kr * g.dil_h;
+        if (iy < 0 || iy >= g.h) {
+          continue;
+        }
+        float* row = dxs + static_cast<size_t>(tap.ci) * g.in_plane + static_cast<size_t>(iy) * g.w;
+        add_to_row<decltype(stride)::value>(t.buffer + run.offset + v * t.buffer_ld, row, ix0 + tap.ks * g.dil_w, g.stride_w,
+                           cols[tap.ks]);
+      }
+    });
+  });
+}
+
+// ---- Depthwise (one input channel per group): direct loops ----
+
+template <typename Fn>
+void for_each_depthwise_row(const Geom& g, Fn&& fn) {
+  for (int kr = 0; kr < g.r; ++kr) {
+    for (int ks = 0; ks < g.s; ++ks) {
+      const int col = ks * g.dil_w - g.pad_left;
+      const Range valid = valid_run(col, g.stride_w, g.w, g.ow);
+      for (int oy = 0; oy < g.oh; ++oy) {
+        const int iy = oy * g.stride_h - g.pad_top + kr * g.dil_h;
+        if (iy >= 0 && iy < g.h) {
+          fn(kr * g.s + ks, static_cast<size_t>(oy) * g.ow, static_cast<size_t>(iy) * g.w, col, valid);
+        }
+      }
+    }
+  }
+}
+
+void depthwise_fwd(const Geom& g, const float* x, const float* w, const float* b, int relu, float* y) {
+  const size_t taps = static_cast<size_t>(g.r) * g.s;
+  for (int i = 0; i < g.n; ++i) {
+    for (int kk = 0; kk < g.k; ++kk) {
+      float* yp = y + static_cast<size_t>(i) * g.y_sample + static_cast<size_t>(kk) * g.plane;
+      const float* xp = x + static_cast<size_t>(i) * g.x_sample + static_cast<size_t>(kk / g.kg) * g.in_plane;
+      const float* wk = w + static_cast<size_t>(kk) * taps;
+      std::fill_n(yp, g.plane, b != nullptr ? b[kk] : 0.0f);
+      for_each_depthwise_row(g, [&](int tap, size_t yrow, size_t xrow, int col, Range valid) {
+        const float wv = wk[tap];
+        for (int ox = valid.lo; ox < valid.hi; ++ox) {
+          yp[yrow + ox] += wv * xp[xrow + col + ox * g.stride_w];
+        }
+      });
+      if (relu != 0) {
+        for (size_t p = 0; p < g.plane; ++p) {
+          yp[p] = yp[p] < 0.0f ? 0.0f : yp[p];
+        }
+      }
+    }
+  }
+}
+
+void depthwise_bwd_data(const Geom& g, const float* dy, const float* w, float* dx) {
+  const size_t taps = static_cast<size_t>(g.r) * g.s;
+  std::fill_n(dx, static_cast<size_t>(g.n) * g.x_sample, 0.0f);
+  for (int i = 0; i < g.n; ++i) {
+    for (int kk = 0; kk < g.k; ++kk) {
+      const float* dyp = dy + static_cast<size_t>(i) * g.y_sample + static_cast<size_t>(kk) * g.plane;
+      float* dxp = dx + static_cast<size_t>(i) * g.x_sample + static_cast<size_t>(kk / g.kg) * g.in_plane;
+      const float* wk = w + static_cast<size_t>(kk) * taps;
+      for_each_depthwise_row(g, [&](int tap, size_t yrow, size_t xrow, int col, Range valid) {
+        const float wv = wk[tap];
+        for (int ox = valid.lo; ox < valid.hi; ++ox) {
+          dxp[xrow + col + ox * g.stride_w] += wv * dyp[yrow + ox];
+        }
+      });
+    }
+  }
+}
+
+void depthwise_bwd_weights(const Geom& g, const float* x, const float* dy, float* dw) {
+  const size_t taps = static_cast<size_t>(g.r) * g.s;
+  std::fill_n(dw, static_cast<size_t>(g.k) * taps, 0.0f);
+  for (int i = 0; i < g.n; ++i) {
+    for (int kk = 0; kk < g.k; ++kk) {
+      const float* dyp = dy + static_cast<size_t>(i) * g.y_sample + static_cast<size_t>(kk) * g.plane;
+      const float* xp = x + static_cast<size_t>(i) * g.x_sample + static_cast<size_t>(kk / g.kg) * g.in_plane;
+      float* dwk = dw + static_cast<size_t>(kk) * taps;
+      // Row partial sums keep the fp32 accumulation chains short.
+      for_each_depthwise_row(g, [&](int tap, size_t yrow, size_t xrow, int col, Range valid) {
+        float sum = 0.0f;
+        for (int ox = valid.lo; ox < valid.hi; ++ox) {
+          sum += xp[xrow + col + ox * g.stride_w] * dyp[yrow + ox];
+        }
+        dwk[tap] += sum;
+      });
+    }
+  }
+}
+
+}  // namespace
+
+GemmBlocking convgemm_blocking() { return micro_kernel().blocking; }
+
+void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
+  const Geom g(sh);
+  if (g.npix == 0 || g.k <= 0) {
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_fwd(g, x, w, b, relu, y);
+    return;
+  }
+  const Blocking bs = default_blocking();
+  for (int grp = 0; grp < sh.groups; ++grp) {
+    const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
+    const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
+    const NchwOutput out{y + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane, g.y_sample, g.plane,
+                         b != nullptr ? b + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) : nullptr, relu};
+    const auto pack_weights = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_matrix_rows(wg, g.crs, f0, fb, p0, pb, out);
+    };
+    const auto store = [&](const MicroTile& t) { store_nchw(t, out); };
+    const auto crs = static_cast<dim_t>(g.crs);
+    if (g.identity) {
+      gemm(
+          bs, g.npix, g.kg, crs,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+            pack_nchw_pixels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
+          },
+          pack_weights, store);
+    } else {
+      gemm(
+          bs, g.npix, g.kg, crs,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+            pack_im2col_pixels(g, xg, f0, fb, p0, pb, out);
+          },
+          pack_weights, store);
+    }
+  }
+}
+
+void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx) {
+  const Geom g(sh);
+  if (g.n <= 0) {
+    return;
+  }
+  if (g.empty() || g.kg <= 0) {
+    std::fill_n(dx, static_cast<size_t>(g.n) * g.x_sample, 0.0f);
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_bwd_data(g, dy, w, dx);
+    return;
+  }
+  // A 1x1 identity geometry writes every dx element exactly once. Otherwise tiles add into dx, which is zeroed one
+  // sample at a time just before the first tile that touches the sample (rather than all of it upfront, which
+  // would have left L2 by the time the tiles come back to it); input cells no window reads (stride larger than
+  // the kernel extent) are zeroed that way too.
+  dim_t zeroed_samples = 0;
+  const auto zero_dx_through = [&](dim_t last_pixel) {
+    const dim_t sample = last_pixel / static_cast<dim_t>(g.plane);
+    if (sample >= zeroed_samples) {
+      std::fill(dx + static_cast<size_t>(zeroed_samples) * g.x_sample, dx + static_cast<size_t>(sample + 1) * g.x_sample,
+                0.0f);
+      zeroed_samples = sample + 1;
+    }
+  };
+  const Blocking bs = whole_reduction_blocking(g.kg);
+  for (int grp = 0; grp < sh.groups; ++grp) {
+    const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
+    const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
+    float* dxg = dx + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
+    const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_nchw_pixels(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
+    };
+    const auto pack_weights = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_matrix_columns(wg, g.crs, f0, fb, p0, pb, out);
+    };
+    const auto crs = static_cast<dim_t>(g.crs);
+    if (g.identity) {
+      const NchwOutput out{dxg, g.x_sample, g.in_plane, nullptr, 0};
+      gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, out); });
+    } else {
+      gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) {
+        zero_dx_through(t.u0 + t.mu - 1);
+        scatter_add(g, t, dxg);
+      });
+    }
+  }
+}
+
+void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
+  const Geom g(sh);
+  if (db != nullptr) {
+    bias_bwd_weights(std::max(g.n, 0), g.k, g.plane, dy, db);
+  }
+  const size_t w_group = static_cast<size_t>(std::max(g.kg, 0)) * g.crs;
+  if (w_group == 0) {
+    return;
+  }
+  if (g.npix == 0) {
+    std::fill_n(dw, static_cast<size_t>(sh.groups) * w_group, 0.0f);
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_bwd_weights(g, x, dy, dw);
+    return;
+  }
+  const Blocking bs = default_blocking();
+  for (int grp = 0; grp < sh.groups; ++grp) {
+    const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
+    const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
+    float* dwg = dw + static_cast<size_t>(grp) * w_group;
+    const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_nchw_channels(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
+    };
+    // The KC blocks of pixels are visited in increasing order, each adding into dw: a fixed summation order.
+    const auto store = [&](const MicroTile& t) {
+      t.compute(dwg + static_cast<size_t>(t.v0) * g.crs + static_cast<size_t>(t.u0), static_cast<inc_t>(g.crs),
+                t.first ? 0.0f : 1.0f);
+    };
+    const auto crs = static_cast<dim_t>(g.crs);
+    if (g.identity) {
+      gemm(
+          bs, crs, g.kg, g.npix,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+            pack_nchw_channels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
+          },
+          pack_dy, store);
+    } else {
+      gemm(
+          bs, crs, g.kg, g.npix,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+            pack_im2col_rows(g, xg, f0, fb, p0, pb, out);
+          },
+          pack_dy, store);
+    }
+  }
+}
+
+std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {
+  const Geom g(sh);
+  if (g.npix == 0 || g.kg <= 0 || g.depthwise()) {
+    return 0;
+  }
+  const auto crs = static_cast<dim_t>(g.crs);
+  const Blocking bs = default_blocking();
+  const size_t fwd = gemm_pack_bytes(bs, g.npix, g.kg, crs);
+  const size_t bwd_data = gemm_pack_bytes(whole_reduction_blocking(g.kg), g.npix, crs, g.kg);
+  const size_t bwd_weights = gemm_pack_bytes(bs, crs, g.kg, g.npix);
+  const size_t tile = static_cast<size_t>(bs.mr * bs.nr) * sizeof(float);
+  return std::max({fwd, bwd_data, bwd_weights}) + tile;
+}
+
+std::size_t im2col_workspace_bytes(const Conv2dShape& sh) {
+  const Geom g(sh);
+  if (g.npix == 0 || g.kg <= 0) {
+    return 0;
+  }
+  // One sample and group at a time: the im2col matrix of that sample, then BLIS's packed blocks of each
+  // per-sample GEMM (same block sizes as above).
+  const auto crs = static_cast<dim_t>(g.crs);
+  const auto plane = static_cast<dim_t>(g.plane);
+  const Blocking bs = default_blocking();
+  const size_t col = g.identity ? 0 : g.crs * g.plane * sizeof(float);
+  const size_t fwd = gemm_pack_bytes(bs, plane, g.kg, crs);
+  const size_t bwd_data = gemm_pack_bytes(bs, plane, crs, g.kg);
+  const size_t bwd_weights = gemm_pack_bytes(bs, crs, g.kg, plane);
+  return col + std::max({fwd, bwd_data, bwd_weights});
+}
+
+}  // namespace dtnn::kernels::cpu

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+// convgemm: convolution at BLIS GEMM speed without ever building the im2col matrix (the convGemm approach of
+// San Juan, Barrachina et al., JPDC 2022). A BLIS-style five-loop GEMM calls the sgemm micro-kernel of the BLIS
+// configuration in use; its packing routines gather the convolution operands straight from the NCHW tensors,
+// and its micro-tile epilogues write NCHW outputs (forward, with bias and ReLU), weight gradients, or scatter-add
+// into dx (backward-data, the fused col2im of "deconvgemm").
+//
+// Same contract as the im2col kernels of kernels.hpp: x[n,c,h,w], w[k,c/groups,r,s], y[n,k,oh,ow]; every kernel
+// is single-threaded, overwrites its outputs and is bitwise deterministic for a given shape and BLIS
+// configuration. Packing buffers are thread-local, grown on demand and kept. Kernels do not validate shapes.
+#pragma once
+
+#include <cstddef>
+
+#include "codelets/cpu/kernels.hpp"
+
+namespace dtnn::kernels::cpu {
+
+// y = conv(x, w) + b, then ReLU in the same epilogue when relu != 0. b is nullable.
+void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y);
+// dx = transposed convolution of dy (overwrites dx).
+void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx);
+// dw = sum over the n samples (overwrites); db (nullable) = sum of dy over n and the plane.
+void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db);
+
+// Bytes of working memory a call needs beyond its inputs and outputs, the largest of the three passes: packing
+// buffers for convgemm; the im2col matrix plus the GEMM packing buffers (BLIS's, same block sizes) for im2col.
+std::size_t convgemm_workspace_bytes(const Conv2dShape& sh);
+std::size_t im2col_workspace_bytes(const Conv2dShape& sh);
+
+// Register block (mr x nr micro-tile) and cache blocks of the BLIS sgemm configuration in use.
+struct GemmBlocking {
+  int mr, nr, kc, mc, nc;
+};
+GemmBlocking convgemm_blocking();
+
+}  // namespace dtnn::kernels::cpu
