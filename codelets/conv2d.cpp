@@ -1,6 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/conv2d.hpp"
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "codelets/cpu/convgemm.hpp"
 #include "runtime/failure.hpp"
 
 namespace dtnn::codelets {
@@ -11,77 +20,165 @@ using kernels::cpu::Conv2dShape;
 struct ConvArgs {
   Conv2dShape shape;
   int has_bias;
+  int relu;
 };
 
+template <ConvAlgorithm A>
 void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* w = runtime::vector_ptr(buffers[1]);
   const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
-  kernels::cpu::conv2d_fwd_im2col(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                                  runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]));
+  float* y = runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]);
+  if constexpr (A == ConvAlgorithm::kConvgemm) {
+    kernels::cpu::conv2d_fwd_convgemm(a.shape, x, w, b, a.relu, y);
+  } else {
+    kernels::cpu::conv2d_fwd_im2col(a.shape, x, w, b, y);
+    if (a.relu) {
+      const std::size_t count = static_cast<std::size_t>(a.shape.n) * a.shape.k * a.shape.out_h() * a.shape.out_w();
+      kernels::cpu::relu_fwd(count, y, y);
+    }
+  }
 }
 
+template <ConvAlgorithm A>
 void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  kernels::cpu::conv2d_bwd_data_im2col(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                                       runtime::vector_ptr(buffers[2]));
+  const float* dy = runtime::vector_ptr(buffers[0]);
+  const float* w = runtime::vector_ptr(buffers[1]);
+  float* dx = runtime::vector_ptr(buffers[2]);
+  if constexpr (A == ConvAlgorithm::kConvgemm) {
+    kernels::cpu::conv2d_bwd_data_convgemm(a.shape, dy, w, dx);
+  } else {
+    kernels::cpu::conv2d_bwd_data_im2col(a.shape, dy, w, dx);
+  }
 }
 
+template <ConvAlgorithm A>
 void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* dy = runtime::vector_ptr(buffers[1]);
+  float* dw = runtime::vector_ptr(buffers[2]);
   float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
-  kernels::cpu::conv2d_bwd_weights_im2col(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                                          runtime::vector_ptr(buffers[2]), db);
+  if constexpr (A == ConvAlgorithm::kConvgemm) {
+    kernels::cpu::conv2d_bwd_weights_convgemm(a.shape, x, dy, dw, db);
+  } else {
+    kernels::cpu::conv2d_bwd_weights_im2col(a.shape, x, dy, dw, db);
+  }
 }
 
-runtime::Codelet cl_conv2d_fwd("conv2d_fwd", runtime::guarded<conv2d_fwd_cpu>, {});
-runtime::Codelet cl_conv2d_bwd_data("conv2d_bwd_data", runtime::guarded<conv2d_bwd_data_cpu>,
+runtime::Codelet cl_fwd_convgemm("conv2d_fwd_convgemm", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kConvgemm>>, {});
+runtime::Codelet cl_fwd_im2col("conv2d_fwd_im2col", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kIm2col>>, {});
+runtime::Codelet cl_bwd_data_convgemm("conv2d_bwd_data_convgemm",
+                                      runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kConvgemm>>,
+                                      {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_im2col("conv2d_bwd_data_im2col", runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kIm2col>>,
                                     {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_conv2d_bwd_weights("conv2d_bwd_weights", runtime::guarded<conv2d_bwd_weights_cpu>, {});
+runtime::Codelet cl_bwd_weights_convgemm("conv2d_bwd_weights_convgemm",
+                                         runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kConvgemm>>, {});
+runtime::Codelet cl_bwd_weights_im2col("conv2d_bwd_weights_im2col",
+                                       runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kIm2col>>, {});
 
-ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int has_bias) {
-  ConvArgs a{shape, has_bias};
+runtime::Codelet& pick(ConvAlgorithm a, runtime::Codelet& convgemm, runtime::Codelet& im2col) {
+  return a == ConvAlgorithm::kConvgemm ? convgemm : im2col;
+}
+
+ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int has_bias, int relu) {
+  ConvArgs a{shape, has_bias, relu};
   a.shape.n = static_cast<int>(batch.tile_range(tile).count);
   return a;
 }
 
 }  // namespace
 
-void submit_conv2d_fwd(const TaskTag& tag, const Conv2dShape& shape, const Tensor& x, const Tensor& w,
-                       const Tensor* b, Tensor& y, int tile) {
+const char* to_string(ConvAlgorithm a) { return a == ConvAlgorithm::kConvgemm ? "convgemm" : "im2col"; }
+
+void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
+                       const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile) {
   check_same_tiling(tag, x, y);
-  const ConvArgs a = tile_args(shape, x, tile, b != nullptr);
+  const ConvArgs a = tile_args(shape, x, tile, b != nullptr, relu);
   std::string name;
   const auto info = task_info(tag, "fwd", tile, a.shape.flops(), name);
+  runtime::Codelet& cl = pick(algorithm, cl_fwd_convgemm, cl_fwd_im2col);
   if (b != nullptr) {
-    runtime::submit_task(cl_conv2d_fwd, info, {rd(x.tile(tile)), rd(w.handle()), rd(b->handle()), wr(y.tile(tile))},
-                         a);
+    runtime::submit_task(cl, info, {rd(x.tile(tile)), rd(w.handle()), rd(b->handle()), wr(y.tile(tile))}, a);
   } else {
-    runtime::submit_task(cl_conv2d_fwd, info, {rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))}, a);
+    runtime::submit_task(cl, info, {rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))}, a);
   }
 }
 
-void submit_conv2d_bwd_data(const TaskTag& tag, const Conv2dShape& shape, const Tensor& dy, const Tensor& w,
-                            Tensor& dx, int tile) {
+void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& dy,
+                            const Tensor& w, Tensor& dx, int tile) {
   check_same_tiling(tag, dy, dx);
-  const ConvArgs a = tile_args(shape, dx, tile, 0);
+  const ConvArgs a = tile_args(shape, dx, tile, 0, 0);
   std::string name;
-  runtime::submit_task(cl_conv2d_bwd_data, task_info(tag, "bwd_data", tile, a.shape.flops(), name),
+  runtime::submit_task(pick(algorithm, cl_bwd_data_convgemm, cl_bwd_data_im2col),
+                       task_info(tag, "bwd_data", tile, a.shape.flops(), name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
 }
 
-void submit_conv2d_bwd_weights(const TaskTag& tag, const Conv2dShape& shape, const Tensor& x, const Tensor& dy,
-                               Tensor& dw_tiles, Tensor* db_tiles, int tile) {
+void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
+                               const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile) {
   check_same_tiling(tag, x, dy);
-  const ConvArgs a = tile_args(shape, x, tile, db_tiles != nullptr);
+  const ConvArgs a = tile_args(shape, x, tile, db_tiles != nullptr, 0);
   std::string name;
   const auto info = task_info(tag, "bwd_weights", tile, a.shape.flops(), name);
+  runtime::Codelet& cl = pick(algorithm, cl_bwd_weights_convgemm, cl_bwd_weights_im2col);
   if (db_tiles != nullptr) {
-    runtime::submit_task(cl_conv2d_bwd_weights, info,
+    runtime::submit_task(cl, info,
                          {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile)), wr(db_tiles->tile(tile))}, a);
   } else {
-    runtime::submit_task(cl_conv2d_bwd_weights, info, {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))},
-                         a);
+    runtime::submit_task(cl, info, {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))}, a);
   }
+}
+
+namespace {
+
+double time_algorithm(ConvAlgorithm algorithm, const Conv2dShape& s, std::vector<float>& x, std::vector<float>& w,
+                      std::vector<float>& y, std::vector<float>& dw) {
+  using Clock = std::chrono::steady_clock;
+  double best = 1e300;
+  // The first round warms caches and packing buffers; the best of the others is the estimate.
+  for (int round = 0; round < 3; ++round) {
+    const auto start = Clock::now();
+    if (algorithm == ConvAlgorithm::kConvgemm) {
+      kernels::cpu::conv2d_fwd_convgemm(s, x.data(), w.data(), nullptr, 0, y.data());
+      kernels::cpu::conv2d_bwd_data_convgemm(s, y.data(), w.data(), x.data());
+      kernels::cpu::conv2d_bwd_weights_convgemm(s, x.data(), y.data(), dw.data(), nullptr);
+    } else {
+      kernels::cpu::conv2d_fwd_im2col(s, x.data(), w.data(), nullptr, y.data());
+      kernels::cpu::conv2d_bwd_data_im2col(s, y.data(), w.data(), x.data());
+      kernels::cpu::conv2d_bwd_weights_im2col(s, x.data(), y.data(), dw.data(), nullptr);
+    }
+    const double t = std::chrono::duration<double>(Clock::now() - start).count();
+    if (round > 0) best = std::min(best, t);
+  }
+  return best;
+}
+
+}  // namespace
+
+ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s) {
+  static std::mutex mutex;
+  static std::map<std::vector<int>, ConvAlgorithm> cache;
+  const std::vector<int> key{s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_bottom,
+                             s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups};
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) {
+    return it->second;
+  }
+  std::vector<float> x(static_cast<std::size_t>(s.n) * s.c * s.h * s.w);
+  std::vector<float> w(static_cast<std::size_t>(s.k) * (s.c / s.groups) * s.r * s.s);
+  std::vector<float> y(static_cast<std::size_t>(s.n) * s.k * s.out_h() * s.out_w());
+  std::vector<float> dw(w.size());
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
+  const double convgemm = time_algorithm(ConvAlgorithm::kConvgemm, s, x, w, y, dw);
+  const double im2col = time_algorithm(ConvAlgorithm::kIm2col, s, x, w, y, dw);
+  const ConvAlgorithm best = convgemm <= im2col ? ConvAlgorithm::kConvgemm : ConvAlgorithm::kIm2col;
+  cache.emplace(key, best);
+  return best;
 }
 
 }  // namespace dtnn::codelets

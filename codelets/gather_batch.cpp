@@ -25,7 +25,9 @@ void gather_batch_cpu(void** buffers, void* cl_arg) {
   float* x = runtime::vector_ptr(buffers[0]);
   float* targets = runtime::vector_ptr(buffers[1]);
   const std::size_t row = static_cast<std::size_t>(h.source.sample_elements);
-  std::fill(targets, targets + h.count * h.source.classes, 0.0f);
+  const float off = h.source.smoothing / static_cast<float>(h.source.classes);
+  const float on = 1.0f - h.source.smoothing + off;
+  std::fill(targets, targets + h.count * h.source.classes, off);
   for (std::int64_t i = 0; i < h.count; ++i) {
     const std::int64_t s = indices[i];
     if (h.augment) {
@@ -35,7 +37,7 @@ void gather_batch_cpu(void** buffers, void* cl_arg) {
     } else {
       std::memcpy(x + i * row, h.source.images + s * row, row * sizeof(float));
     }
-    targets[i * h.source.classes + h.source.labels[s]] = 1.0f;
+    targets[i * h.source.classes + h.source.labels[s]] = on;
   }
 }
 

@@ -17,6 +17,8 @@ struct SampleSource {
   const std::int32_t* labels = nullptr;  // [count], in [0, classes)
   std::int64_t sample_elements = 0;
   int classes = 0;
+  // Label smoothing: targets are (1 - smoothing) * one_hot + smoothing / classes.
+  float smoothing = 0.0f;
 };
 
 // Training-time augmentation of the gathered samples: each sample's draw is seeded by (seed, epoch, sample

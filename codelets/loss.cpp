@@ -1,40 +1,48 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "codelets/softmax_xent.hpp"
+#include "codelets/loss.hpp"
 
-#include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
 
 namespace dtnn::codelets {
 namespace {
 
-struct XentArgs {
+struct LossArgs {
   int n;
   int classes;
   float grad_scale;
 };
 
-void softmax_xent_fwd_bwd_cpu(void** buffers, void* cl_arg) {
-  const auto& a = runtime::task_args<XentArgs>(cl_arg);
-  kernels::cpu::softmax_xent_fwd_bwd(a.n, a.classes, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                                     a.grad_scale, runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
+template <void (*Kernel)(int, int, const float*, const float*, float, float*, float*)>
+void loss_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<LossArgs>(cl_arg);
+  Kernel(a.n, a.classes, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), a.grad_scale,
+         runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
 }
 
-runtime::Codelet cl_softmax_xent_fwd_bwd("softmax_xent_fwd_bwd", runtime::guarded<softmax_xent_fwd_bwd_cpu>,
-                                         {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_softmax_xent("softmax_xent_fwd_bwd", runtime::guarded<loss_cpu<kernels::cpu::softmax_xent_fwd_bwd>>,
+                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_sigmoid_bce("sigmoid_bce_fwd_bwd", runtime::guarded<loss_cpu<kernels::cpu::sigmoid_bce_fwd_bwd>>,
+                                {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
 
 }  // namespace
 
-void submit_softmax_xent_fwd_bwd(const TaskTag& tag, const Tensor& logits, const Tensor& targets, float grad_scale,
-                                 Tensor& dlogits, Tensor& stats, int tile) {
+const char* to_string(LossKind k) {
+  return k == LossKind::kCategoricalCrossEntropy ? "categorical_cross_entropy" : "binary_cross_entropy";
+}
+
+void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits, const Tensor& targets,
+                         float grad_scale, Tensor& dlogits, Tensor& stats, int tile) {
   check_same_tiling(tag, logits, targets);
   check_same_tiling(tag, logits, dlogits);
-  if (stats.tiles() != logits.tiles()) {
-    throw InvalidArgument(fmt::format("{}: stats has {} tiles, expected {}", tag.layer, stats.tiles(), logits.tiles()));
+  if (stats.tiles() != logits.tiles() || stats.row_elements() != kernels::cpu::kLossStats) {
+    throw InvalidArgument(fmt::format("{}: stats {} in {} tiles, expected [{}, {}]", tag.layer, dtnn::to_string(stats.shape()),
+                                      stats.tiles(), logits.tiles(), kernels::cpu::kLossStats));
   }
-  const XentArgs a{static_cast<int>(logits.tile_range(tile).count), static_cast<int>(logits.row_elements()),
+  const LossArgs a{static_cast<int>(logits.tile_range(tile).count), static_cast<int>(logits.row_elements()),
                    grad_scale};
   std::string name;
-  runtime::submit_task(cl_softmax_xent_fwd_bwd, task_info(tag, "fwd_bwd", tile, 5.0 * a.n * a.classes, name),
+  runtime::submit_task(kind == LossKind::kCategoricalCrossEntropy ? cl_softmax_xent : cl_sigmoid_bce,
+                       task_info(tag, "fwd_bwd", tile, 5.0 * a.n * a.classes, name),
                        {rd(logits.tile(tile)), rd(targets.tile(tile)), wr(dlogits.tile(tile)), wr(stats.tile(tile))},
                        a);
 }

@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// Softmax fused with categorical cross-entropy, one task per batch tile: gradient of the logits and the
-// tile's loss sum and correct-prediction count.
+// The loss, fused with the output activation, one task per batch tile: gradient of the logits and the tile's
+// loss and metric sums (kernels::cpu::LossStat).
 #pragma once
 
 #include "codelets/common.hpp"
+#include "codelets/cpu/kernels.hpp"
 
 namespace dtnn::codelets {
 
-// logits, targets, dlogits: [n, classes]; stats: [tiles, 2] (loss sum, correct count per tile).
+enum class LossKind {
+  kCategoricalCrossEntropy,  // softmax + cross-entropy (single-label classification)
+  kBinaryCrossEntropy,       // sigmoid + binary cross-entropy per class (multi-label)
+};
+
+const char* to_string(LossKind k);
+
+// logits, targets, dlogits: [n, classes]; stats: [tiles, kernels::cpu::kLossStats].
 // grad_scale is 1 / (global batch size), so that summed tile gradients are the batch mean.
-void submit_softmax_xent_fwd_bwd(const TaskTag& tag, const Tensor& logits, const Tensor& targets, float grad_scale,
-                                 Tensor& dlogits, Tensor& stats, int tile);
+void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits, const Tensor& targets,
+                         float grad_scale, Tensor& dlogits, Tensor& stats, int tile);
 
 }  // namespace dtnn::codelets

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Softmax tasks over the channels (dim 1) of a batch, one per batch tile. For the loss, prefer the fused
-// softmax + cross-entropy of softmax_xent.hpp; this one is the standalone layer.
+// softmax + cross-entropy of loss.hpp; this one is the standalone layer.
 #pragma once
 
 #include "codelets/common.hpp"

@@ -4,12 +4,31 @@
 #include <fmt/format.h>
 
 #include "codelets/conv2d.hpp"
+#include "codelets/relu.hpp"
 #include "layers/init.hpp"
 #include "runtime/errors.hpp"
 
 namespace dtnn {
 
+const char* to_string(ConvVariant v) {
+  switch (v) {
+    case ConvVariant::kConvgemm: return "convgemm";
+    case ConvVariant::kIm2col: return "im2col";
+    case ConvVariant::kAuto: return "auto";
+  }
+  return "?";
+}
+
+ConvVariant parse_conv_variant(const std::string& name, const std::string& option) {
+  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kAuto}) {
+    if (name == to_string(v)) return v;
+  }
+  throw InvalidArgument(fmt::format("{}: unknown convolution variant '{}', expected convgemm, im2col or auto",
+                                    option, name));
+}
+
 Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
+  set_variant(o.variant_);
   auto positive = [](const char* what, int v) {
     if (v < 1) {
       throw InvalidArgument(fmt::format("Conv2d: {}={}, expected >= 1", what, v));
@@ -41,7 +60,29 @@ std::string Conv2d::describe() const {
   if (o.dil_h_ != 1 || o.dil_w_ != 1) s += fmt::format(", dilation {}x{}", o.dil_h_, o.dil_w_);
   if (o.groups_ != 1) s += fmt::format(", groups {}", o.groups_);
   if (!o.bias_) s += ", no bias";
-  return s + ", im2col";
+  if (o.relu_) s += ", +ReLU";
+  return s + ", " + algorithm();
+}
+
+std::string Conv2d::algorithm() const {
+  if (options_.variant_ != ConvVariant::kAuto) return to_string(options_.variant_);
+  return decided_ ? fmt::format("auto: {}", codelets::to_string(algorithm_)) : std::string("auto");
+}
+
+void Conv2d::set_variant(ConvVariant v) {
+  options_.variant_ = v;
+  decided_ = 0;
+  algorithm_ = v == ConvVariant::kIm2col ? codelets::ConvAlgorithm::kIm2col : codelets::ConvAlgorithm::kConvgemm;
+}
+
+codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x) {
+  if (options_.variant_ == ConvVariant::kAuto && !decided_) {
+    kernels::cpu::Conv2dShape s = shape_;
+    s.n = static_cast<int>(x.tile_range(0).count);
+    algorithm_ = codelets::fastest_conv_algorithm(s);
+    decided_ = 1;
+  }
+  return algorithm_;
 }
 
 Shape Conv2d::build(const Shape& in) {
@@ -88,21 +129,31 @@ void Conv2d::reset_parameters(Rng& rng) {
 
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
+  const codelets::ConvAlgorithm algorithm = resolve(x);
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_conv2d_fwd(tag, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t);
+    codelets::submit_conv2d_fwd(tag, algorithm, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
+                                options_.relu_, y, t);
   }
 }
 
 void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   const codelets::TaskTag data_tag{name(), ctx.priority + 1};
   const codelets::TaskTag weights_tag{name(), ctx.priority};
+  const codelets::ConvAlgorithm algorithm = resolve(x);
+  const Tensor* g = &dy;
+  if (options_.relu_) {
+    // The fused ReLU's backward: the gradient of the convolution's output is dy where y > 0.
+    Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles());
+    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(data_tag, y, dy, masked, t);
+    g = &masked;
+  }
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_conv2d_bwd_data(data_tag, shape_, dy, weight_->value, *dx, t);
+      codelets::submit_conv2d_bwd_data(data_tag, algorithm, shape_, *g, weight_->value, *dx, t);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_conv2d_bwd_weights(weights_tag, shape_, x, dy, weight_->tile_grads,
+    codelets::submit_conv2d_bwd_weights(weights_tag, algorithm, shape_, x, *g, weight_->tile_grads,
                                         bias_ ? &bias_->tile_grads : nullptr, t);
   }
   submit_gradient_sums(dy.tiles(), ctx);

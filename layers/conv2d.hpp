@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "codelets/conv2d.hpp"
 #include "codelets/cpu/kernels.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {
+
+// How a Conv2d computes: convgemm (default, no workspace), explicit im2col + sgemm, or auto, which times both
+// on the first batch of each shape (forward and backward together) and keeps the faster.
+enum class ConvVariant { kConvgemm, kIm2col, kAuto };
+
+const char* to_string(ConvVariant v);
+// "convgemm", "im2col" or "auto"; InvalidArgument naming `option` otherwise.
+ConvVariant parse_conv_variant(const std::string& name, const std::string& option);
 
 struct Conv2dOptions {
   Conv2dOptions(int in_channels, int out_channels, int kernel_size)
@@ -17,6 +26,9 @@ struct Conv2dOptions {
   Conv2dOptions& dilation(int d) { dil_h_ = dil_w_ = d; return *this; }
   Conv2dOptions& groups(int g) { groups_ = g; return *this; }
   Conv2dOptions& bias(int with_bias) { bias_ = with_bias; return *this; }
+  Conv2dOptions& variant(ConvVariant v) { variant_ = v; return *this; }
+  // 1: ReLU applied to the output in the same task (in convgemm's GEMM epilogue); backward masks the gradient.
+  Conv2dOptions& relu(int fused) { relu_ = fused; return *this; }
 
   int in_, out_;
   int kernel_h_, kernel_w_;
@@ -25,6 +37,8 @@ struct Conv2dOptions {
   int dil_h_ = 1, dil_w_ = 1;
   int groups_ = 1;
   int bias_ = 1;
+  ConvVariant variant_ = ConvVariant::kConvgemm;
+  int relu_ = 0;
 };
 
 // 2-D convolution, NCHW, weights [out, in/groups, kh, kw] (PyTorch's Conv2d).
@@ -39,12 +53,22 @@ class Conv2d : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const Conv2dOptions& options() const { return options_; }
   [[nodiscard]] const kernels::cpu::Conv2dShape& geometry() const { return shape_; }
+  // The algorithm in use: the chosen one, or the measured best once an auto layer has seen a batch.
+  [[nodiscard]] std::string algorithm() const;
+  // The variant of every later pass (auto measures again at the next batch).
+  void set_variant(ConvVariant v);
+  [[nodiscard]] Parameter& weight() { return *weight_; }
+  [[nodiscard]] Parameter* bias() { return bias_; }
 
  private:
+  codelets::ConvAlgorithm resolve(const Tensor& x);
+
   Conv2dOptions options_;
   kernels::cpu::Conv2dShape shape_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
+  int decided_ = 0;  // an auto layer has measured
+  codelets::ConvAlgorithm algorithm_ = codelets::ConvAlgorithm::kConvgemm;
 };
 
 }  // namespace dtnn

@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "codelets/gather_batch.hpp"
-#include "codelets/softmax_xent.hpp"
+#include "codelets/loss.hpp"
 #include "models/progress.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/errors.hpp"
@@ -60,15 +60,32 @@ struct Slot {
   std::vector<Tensor> grads;
   Tensor targets;
   Tensor scratch;  // loss gradient in evaluation, where no backward pass reads it
-  Tensor stats;    // [tiles, 2]: loss sum and correct count per tile
+  Tensor stats;    // [tiles, kLossStats]: loss and metric sums per tile
   std::int64_t rows = 0;
   int pending = 0;
 };
 
+// Sums of the loss and metrics (kernels::cpu::LossStat) over rows.
 struct StepStats {
-  double loss_sum = 0.0;
-  double correct = 0.0;
+  std::array<double, kernels::cpu::kLossStats> sums{};
   std::int64_t rows = 0;
+
+  StepStats& operator+=(const StepStats& o) {
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += o.sums[i];
+    rows += o.rows;
+    return *this;
+  }
+  [[nodiscard]] double mean(kernels::cpu::LossStat k) const { return sums[k] / static_cast<double>(rows); }
+  // Over every rank of the world (the driver's communicator).
+  void sum_over_ranks(const runtime::Mpi* mpi, const std::string& what) {
+    if (mpi == nullptr || !mpi->active()) return;
+    std::array<double, kernels::cpu::kLossStats + 1> all{};
+    std::copy(sums.begin(), sums.end(), all.begin());
+    all.back() = static_cast<double>(rows);
+    mpi->sum(all.data(), static_cast<int>(all.size()), what);
+    std::copy(all.begin(), all.end() - 1, sums.begin());
+    rows = static_cast<std::int64_t>(all.back());
+  }
 };
 
 // Buffers for up to two steps in flight per batch size (the last batch of an epoch may be shorter).
@@ -87,7 +104,7 @@ class StepGraph {
       if (!training_) {
         s->scratch = Tensor(s->acts.back().shape(), tiles_);
       }
-      s->stats = Tensor({s->acts[0].tiles(), 2}, s->acts[0].tiles());
+      s->stats = Tensor({s->acts[0].tiles(), kernels::cpu::kLossStats}, s->acts[0].tiles());
     }
     return *s;
   }
@@ -98,8 +115,9 @@ class StepGraph {
     {
       auto stats = s.stats.read();
       for (int t = 0; t < s.stats.tiles(); ++t) {
-        out.loss_sum += stats[2 * t];
-        out.correct += stats[2 * t + 1];
+        for (int k = 0; k < kernels::cpu::kLossStats; ++k) {
+          out.sums[static_cast<std::size_t>(k)] += stats[t * kernels::cpu::kLossStats + k];
+        }
       }
     }
     out.rows = s.rows;
@@ -115,9 +133,10 @@ class StepGraph {
   std::map<std::int64_t, std::array<std::unique_ptr<Slot>, 2>> slots_;
 };
 
-void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t> indices,
+void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t> indices, float smoothing = 0.0f,
                  const codelets::Augmentation* augmentation = nullptr) {
-  const codelets::SampleSource source{data.images.data(), data.labels.data(), data.sample_elements(), data.classes};
+  const codelets::SampleSource source{data.images.data(), data.labels.data(), data.sample_elements(), data.classes,
+                                      smoothing};
   for (int t = 0; t < s.acts[0].tiles(); ++t) {
     const TileRange r = s.acts[0].tile_range(t);
     codelets::submit_gather_batch({"data", kLoadPriority}, source,
@@ -126,10 +145,10 @@ void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t>
   }
 }
 
-void submit_loss(Slot& s, float grad_scale, Tensor& dlogits) {
+void submit_loss(Slot& s, codelets::LossKind kind, float grad_scale, Tensor& dlogits) {
   for (int t = 0; t < s.acts.back().tiles(); ++t) {
-    codelets::submit_softmax_xent_fwd_bwd({"loss", kLossPriority}, s.acts.back(), s.targets, grad_scale, dlogits,
-                                          s.stats, t);
+    codelets::submit_loss_fwd_bwd({"loss", kLossPriority}, kind, s.acts.back(), s.targets, grad_scale, dlogits,
+                                  s.stats, t);
   }
 }
 
@@ -194,6 +213,9 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
   if (validation != nullptr) {
     check_compatible(model, *validation, "fit (validation)");
   }
+  if (!(o.label_smoothing_ >= 0.0f && o.label_smoothing_ < 1.0f)) {
+    throw InvalidArgument(fmt::format("fit: label smoothing {}, expected 0 <= smoothing < 1", o.label_smoothing_));
+  }
   if (o.epochs_ < 1 || o.batch_size_ < 1 || o.tiles_ < 1 || o.steps_per_epoch_ < 0) {
     throw InvalidArgument(fmt::format("fit: epochs={} batch_size={} tiles={} steps_per_epoch={}, expected epochs, "
                                       "batch size and tiles >= 1 and steps per epoch >= 0",
@@ -243,14 +265,11 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
     StepStats epoch_stats;
     std::int64_t done_steps = 0;
     auto drain_one = [&] {
-      const StepStats s = StepGraph::collect(*in_flight.front());
+      epoch_stats += StepGraph::collect(*in_flight.front());
       in_flight.pop_front();
-      epoch_stats.loss_sum += s.loss_sum;
-      epoch_stats.correct += s.correct;
-      epoch_stats.rows += s.rows;
       ++done_steps;
       if (verbose) {
-        progress.update(done_steps, epoch_stats.loss_sum / epoch_stats.rows, epoch_stats.correct / epoch_stats.rows,
+        progress.update(done_steps, epoch_stats.mean(kernels::cpu::kLossSum), epoch_stats.mean(kernels::cpu::kCorrect),
                         epoch_stats.rows * world);
       }
     };
@@ -272,10 +291,10 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       submit_load(s, train,
                   std::span(order).subspan(static_cast<std::size_t>(first + mine.begin),
                                            static_cast<std::size_t>(mine.count)),
-                  augmenting ? &augmentation : nullptr);
+                  o.label_smoothing_, augmenting ? &augmentation : nullptr);
       model.forward(s.acts, ctx);
       // Scaled by the global batch, so that the sum over ranks is the mean gradient of the global batch.
-      submit_loss(s, 1.0f / static_cast<float>(global_rows), s.grads.back());
+      submit_loss(s, o.loss_, 1.0f / static_cast<float>(global_rows), s.grads.back());
       std::vector<NamedParameter> waiting;  // gradients whose bucket is still open
       auto submit_updates = [&] {
         for (const NamedParameter& p : waiting) optimizer.submit_update(*p.parameter, p.name, ctx.priority);
@@ -301,26 +320,23 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       drain_one();
     }
     engine.wait_all();
-    if (dp.mpi != nullptr && world > 1) {
-      double totals[3] = {epoch_stats.loss_sum, epoch_stats.correct, static_cast<double>(epoch_stats.rows)};
-      dp.mpi->sum(totals, 3, fmt::format("metrics of epoch {}", epoch + 1));
-      epoch_stats.loss_sum = totals[0];
-      epoch_stats.correct = totals[1];
-      epoch_stats.rows = static_cast<std::int64_t>(totals[2]);
-    }
+    epoch_stats.sum_over_ranks(dp.mpi, fmt::format("metrics of epoch {}", epoch + 1));
 
     EpochRecord record;
     record.epoch = epoch + 1;
     record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     record.images = epoch_stats.rows;
-    record.loss = epoch_stats.loss_sum / static_cast<double>(epoch_stats.rows);
-    record.accuracy = epoch_stats.correct / static_cast<double>(epoch_stats.rows);
+    record.loss = epoch_stats.mean(kernels::cpu::kLossSum);
+    record.accuracy = epoch_stats.mean(kernels::cpu::kCorrect);
+    record.top5_accuracy = epoch_stats.mean(kernels::cpu::kTop5Correct);
+    record.mse = epoch_stats.mean(kernels::cpu::kSquaredError);
+    record.mae = epoch_stats.mean(kernels::cpu::kAbsoluteError);
     record.learning_rate = optimizer.learning_rate();
     std::string suffix;
     if (validation != nullptr) {
       const EvalResult v = evaluate(
           model, *validation,
-          EvalOptions().batch_size(std::max<std::int64_t>(o.batch_size_, 256)).tiles(o.tiles_).mpi(dp.mpi));
+          EvalOptions().batch_size(std::max<std::int64_t>(o.batch_size_, 256)).tiles(o.tiles_).mpi(dp.mpi).loss(o.loss_));
       record.val_loss = v.loss;
       record.val_accuracy = v.accuracy;
       suffix = fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", v.loss, v.accuracy);
@@ -362,10 +378,7 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
   auto drain_one = [&] {
     auto [slot, first] = in_flight.front();
     in_flight.pop_front();
-    const StepStats s = StepGraph::collect(*slot);
-    total.loss_sum += s.loss_sum;
-    total.correct += s.correct;
-    total.rows += s.rows;
+    total += StepGraph::collect(*slot);
     each(*slot, first);
   };
   const PassContext ctx{0, 0};
@@ -378,7 +391,7 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
     }
     submit_load(s, data, std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)));
     model.forward(s.acts, ctx);
-    submit_loss(s, 0.0f, s.scratch);
+    submit_loss(s, o.loss_, 0.0f, s.scratch);
     s.pending = 1;
     in_flight.emplace_back(&s, first);
   }
@@ -386,17 +399,14 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
     drain_one();
   }
   engine.wait_all();
-  if (world > 1) {
-    double totals[3] = {total.loss_sum, total.correct, static_cast<double>(total.rows)};
-    o.mpi_->sum(totals, 3, "evaluation metrics");
-    total.loss_sum = totals[0];
-    total.correct = totals[1];
-    total.rows = static_cast<std::int64_t>(totals[2]);
-  }
+  total.sum_over_ranks(o.mpi_, "evaluation metrics");
   EvalResult r;
   r.samples = total.rows;
-  r.loss = total.loss_sum / static_cast<double>(total.rows);
-  r.accuracy = total.correct / static_cast<double>(total.rows);
+  r.loss = total.mean(kernels::cpu::kLossSum);
+  r.accuracy = total.mean(kernels::cpu::kCorrect);
+  r.top5_accuracy = total.mean(kernels::cpu::kTop5Correct);
+  r.mse = total.mean(kernels::cpu::kSquaredError);
+  r.mae = total.mean(kernels::cpu::kAbsoluteError);
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return r;
 }

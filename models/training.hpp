@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/augment.hpp"
+#include "codelets/loss.hpp"
 #include "io/dataset.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
@@ -23,6 +24,9 @@ struct EpochRecord {
   int epoch = 0;
   double loss = 0.0;
   double accuracy = 0.0;
+  double top5_accuracy = 0.0;
+  double mse = 0.0;  // mean over samples and classes of (probability - target)^2
+  double mae = 0.0;  // mean over samples and classes of |probability - target|
   double val_loss = std::numeric_limits<double>::quiet_NaN();
   double val_accuracy = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0.0;
@@ -88,6 +92,9 @@ struct FitOptions {
   FitOptions& data_parallel(DataParallel dp) { data_parallel_ = dp; return *this; }
   // Random horizontal flips and padded crops of the training samples (seeded by seed, epoch and sample).
   FitOptions& augment(io::AugmentOptions a) { augment_ = a; return *this; }
+  FitOptions& loss(codelets::LossKind k) { loss_ = k; return *this; }
+  // Targets (1 - s) * one_hot + s / classes (categorical cross-entropy), in [0, 1).
+  FitOptions& label_smoothing(float s) { label_smoothing_ = s; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -99,26 +106,33 @@ struct FitOptions {
   std::vector<std::shared_ptr<Callback>> callbacks_;
   DataParallel data_parallel_;
   io::AugmentOptions augment_;
+  codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
+  float label_smoothing_ = 0.0f;
 };
 
 struct EvalOptions {
   EvalOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
+  EvalOptions& loss(codelets::LossKind k) { loss_ = k; return *this; }
   EvalOptions& tiles(int n) { tiles_ = n; return *this; }
   // Each rank evaluates its share of the data; the results are summed over the ranks.
   EvalOptions& mpi(const runtime::Mpi* m) { mpi_ = m; return *this; }
   std::int64_t batch_size_ = 256;
   int tiles_ = 2;
   const runtime::Mpi* mpi_ = nullptr;
+  codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
 };
 
 struct EvalResult {
   double loss = 0.0;
   double accuracy = 0.0;
+  double top5_accuracy = 0.0;
+  double mse = 0.0;
+  double mae = 0.0;
   std::int64_t samples = 0;
   double seconds = 0.0;
 };
 
-// Trains with softmax + categorical cross-entropy. validation may be null.
+// Trains with the loss of the options (softmax + categorical cross-entropy by default). validation may be null.
 History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& options,
             const io::Dataset* validation = nullptr);
 EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});

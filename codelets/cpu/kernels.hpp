@@ -71,13 +71,27 @@ void maxpool2d_fwd(const Pool2dShape& sh, const float* x, float* y);
 // Routes dy to the first position (row-major within the window) holding the maximum of x; dx is overwritten.
 void maxpool2d_bwd_data(const Pool2dShape& sh, const float* x, const float* dy, float* dx);
 
-// ---- Loss: softmax fused with categorical cross-entropy (numerically stable) ----
-// logits[n, classes], targets[n, classes] (one-hot or smoothed, rows sum to 1).
-// dlogits = (softmax(logits) - targets) * grad_scale   (grad_scale is 1 / global batch size)
-// stats[0] = sum over rows of -sum(targets * log_softmax(logits))   (overwritten)
-// stats[1] = number of rows whose argmax(logits) == argmax(targets) (first index on ties; overwritten)
+// ---- Losses fused with their output activation, and the metrics of the batch ----
+// stats (overwritten), per call, sums over the rows:
+inline constexpr int kLossStats = 5;
+enum LossStat : int {
+  kLossSum = 0,      // the loss of each row
+  kCorrect = 1,      // rows whose argmax(logits) == argmax(targets) (first index on ties)
+  kTop5Correct = 2,  // rows whose target class has fewer than 5 logits strictly above its own
+  kSquaredError = 3, // each row's mean over classes of (probability - target)^2
+  kAbsoluteError = 4 // each row's mean over classes of |probability - target|
+};
+
+// Softmax + categorical cross-entropy (numerically stable). logits, targets [n, classes] (targets one-hot or
+// smoothed, rows summing to 1). dlogits = (softmax(logits) - targets) * grad_scale (1 / global batch size).
+// dlogits may alias logits.
 void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
                           float* dlogits, float* stats);
+// Sigmoid + binary cross-entropy per class (multi-label), averaged over the classes of a row like PyTorch's
+// BCEWithLogitsLoss: row loss = mean_j -[t log s(z) + (1 - t) log(1 - s(z))], computed from the logits without
+// overflow; dlogits = (sigmoid(logits) - targets) * grad_scale / classes.
+void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
+                         float* dlogits, float* stats);
 
 // ---- Channel concatenation (graph containers) ----
 // y[i] = concat over parts p of part[p][i] for each of n samples; part p has part_elems[p] values per sample

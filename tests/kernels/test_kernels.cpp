@@ -392,7 +392,8 @@ TEST_P(SoftmaxXentKernelTest, MatchesDoublePrecisionReference) {
   const float scale = 1.0f / static_cast<float>(n);
   const auto ref = reference_xent(n, classes, z, t, scale);
   auto dz = nan_vector(z.size());
-  float stats[2] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()};
+  float stats[kLossStats];
+  std::fill(std::begin(stats), std::end(stats), std::numeric_limits<float>::quiet_NaN());
   softmax_xent_fwd_bwd(n, classes, z.data(), t.data(), scale, dz.data(), stats);
   // Gradients are probabilities differences in [-1, 1] times the scale: 1e-6 of the scale absolute.
   std::vector<float> dz_unscaled(dz.size());
@@ -424,7 +425,7 @@ TEST(SoftmaxXentKernelTest, LogitsOfMagnitude1e4GiveFiniteLossAndGradients) {
   const std::vector<float> t = {1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0};
   const auto ref = reference_xent(n, classes, z, t, 1.0);
   std::vector<float> dz(z.size());
-  float stats[2];
+  float stats[kLossStats];
   softmax_xent_fwd_bwd(n, classes, z.data(), t.data(), 1.0f, dz.data(), stats);
   for (float g : dz) {
     ASSERT_TRUE(std::isfinite(g));
@@ -441,13 +442,82 @@ TEST(SoftmaxXentKernelTest, GradientMayOverwriteTheLogitsInPlace) {
   auto z = random_vector(static_cast<std::size_t>(n) * classes, 3, -3.0f, 3.0f);
   const auto t = make_targets(n, classes, true, 4);
   std::vector<float> separate(z.size());
-  float stats_separate[2];
+  float stats_separate[kLossStats];
   softmax_xent_fwd_bwd(n, classes, z.data(), t.data(), 0.5f, separate.data(), stats_separate);
-  float stats_in_place[2];
+  float stats_in_place[kLossStats];
   softmax_xent_fwd_bwd(n, classes, z.data(), t.data(), 0.5f, z.data(), stats_in_place);
   EXPECT_TRUE(bitwise_equal(z, separate));
   EXPECT_EQ(stats_in_place[0], stats_separate[0]);
   EXPECT_EQ(stats_in_place[1], stats_separate[1]);
+}
+
+// Metrics of the loss kernels and the binary cross-entropy, against double-precision formulas.
+struct MetricsRef {
+  double loss = 0, top1 = 0, top5 = 0, se = 0, ae = 0;
+  std::vector<double> grad;
+};
+
+MetricsRef metrics_reference(int n, int classes, const std::vector<float>& z, const std::vector<float>& t, int bce,
+                             double scale) {
+  MetricsRef r;
+  r.grad.resize(z.size());
+  for (int i = 0; i < n; ++i) {
+    const float* zi = z.data() + i * classes;
+    const float* ti = t.data() + i * classes;
+    int arg_z = 0, arg_t = 0;
+    for (int j = 1; j < classes; ++j) {
+      if (zi[j] > zi[arg_z]) arg_z = j;
+      if (ti[j] > ti[arg_t]) arg_t = j;
+    }
+    int above = 0;
+    for (int j = 0; j < classes; ++j) above += zi[j] > zi[arg_t];
+    r.top1 += arg_z == arg_t;
+    r.top5 += above < 5;
+    double m = zi[0], denom = 0;
+    for (int j = 0; j < classes; ++j) m = std::max(m, double(zi[j]));
+    for (int j = 0; j < classes; ++j) denom += std::exp(zi[j] - m);
+    double row = 0, se = 0, ae = 0;
+    for (int j = 0; j < classes; ++j) {
+      const double p = bce ? 1.0 / (1.0 + std::exp(-double(zi[j]))) : std::exp(zi[j] - m) / denom;
+      row += bce ? -(ti[j] * std::log(p) + (1 - ti[j]) * std::log(1 - p)) : -ti[j] * std::log(p);
+      se += (p - ti[j]) * (p - ti[j]);
+      ae += std::abs(p - ti[j]);
+      r.grad[i * classes + j] = (p - ti[j]) * scale / (bce ? classes : 1);
+    }
+    r.loss += bce ? row / classes : row;
+    r.se += se / classes;
+    r.ae += ae / classes;
+  }
+  return r;
+}
+
+TEST(LossKernelTest, MetricsAndBinaryCrossEntropyMatchTheFormulas) {
+  const int n = 6, classes = 9;
+  const auto z = random_vector(static_cast<std::size_t>(n) * classes, 11, -4.0f, 4.0f);
+  const auto t = make_targets(n, classes, true, 12);
+  for (int bce : {0, 1}) {
+    SCOPED_TRACE(bce ? "sigmoid + binary cross-entropy" : "softmax + cross-entropy");
+    std::vector<float> dz(z.size());
+    float stats[kLossStats];
+    (bce ? sigmoid_bce_fwd_bwd : softmax_xent_fwd_bwd)(n, classes, z.data(), t.data(), 0.25f, dz.data(), stats);
+    const MetricsRef ref = metrics_reference(n, classes, z, t, bce, 0.25);
+    EXPECT_NEAR(stats[kLossSum], ref.loss, 1e-5 * std::max(1.0, ref.loss));
+    EXPECT_EQ(stats[kCorrect], ref.top1);
+    EXPECT_EQ(stats[kTop5Correct], ref.top5);
+    EXPECT_NEAR(stats[kSquaredError], ref.se, 1e-6);
+    EXPECT_NEAR(stats[kAbsoluteError], ref.ae, 1e-6);
+    for (std::size_t i = 0; i < dz.size(); ++i) EXPECT_NEAR(dz[i], ref.grad[i], 1e-7) << i;
+  }
+}
+
+TEST(LossKernelTest, BinaryCrossEntropyIsFiniteForHugeLogits) {
+  const std::vector<float> z{1e4f, -1e4f, 0.0f};
+  const std::vector<float> t{0.0f, 1.0f, 1.0f};
+  std::vector<float> dz(3);
+  float stats[kLossStats];
+  sigmoid_bce_fwd_bwd(1, 3, z.data(), t.data(), 1.0f, dz.data(), stats);
+  EXPECT_NEAR(stats[kLossSum], (1e4 + 1e4 + std::log(2.0)) / 3, 1e-2);
+  for (float g : dz) EXPECT_TRUE(std::isfinite(g));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -56,12 +56,32 @@ TEST(Conv2dTest, BackwardMatchesNumericalGradient) {
       {Conv2dOptions(3, 3, 3).padding(1).groups(3).bias(0), {3, 5, 5}},
       {Conv2dOptions(1, 2, 3).kernel(3, 2).stride(1, 2).padding(1, 0), {1, 5, 6}},
   };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "conv " << c.options.in_ << "->" << c.options.out_ << " input "
-                                      << to_string(c.input));
-    Conv2d layer(c.options);
-    check_layer_gradients(layer, c.input);
+  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kAuto}) {
+    for (const auto& c : cases) {
+      SCOPED_TRACE(::testing::Message() << to_string(v) << " conv " << c.options.in_ << "->" << c.options.out_
+                                        << " input " << to_string(c.input));
+      Conv2dOptions options = c.options;
+      Conv2d layer(options.variant(v));
+      check_layer_gradients(layer, c.input);
+    }
   }
+}
+
+TEST(Conv2dTest, FusedReluMatchesNumericalGradient) {
+  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col}) {
+    Conv2d layer(Conv2dOptions(2, 3, 3).padding(1).relu(1).variant(v));
+    // A smaller step: every pre-activation near zero is a kink for the bias of its channel.
+    check_layer_gradients(layer, {2, 5, 5}, GradCheckOptions{.eps = 2e-4f, .atol = 4e-3});
+    EXPECT_NE(layer.describe().find("+ReLU"), std::string::npos);
+  }
+}
+
+TEST(Conv2dTest, AutoReportsTheAlgorithmItChose) {
+  Conv2d layer(Conv2dOptions(2, 4, 3).padding(1).variant(ConvVariant::kAuto));
+  check_layer_gradients(layer, {2, 6, 6});
+  const std::string d = layer.describe();
+  EXPECT_TRUE(d.find("auto: convgemm") != std::string::npos || d.find("auto: im2col") != std::string::npos) << d;
+  EXPECT_THROW(parse_conv_variant("winograd", "--conv"), InvalidArgument);
 }
 
 TEST(Conv2dTest, OutputShapeFollowsTheFormula) {
