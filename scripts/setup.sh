@@ -25,7 +25,7 @@ packages=(
   dataset-fashion-mnist
 )
 if [ "$action" = bench ]; then
-  packages+=(python3 python3-torch python3-numpy libdnnl-dev)
+  packages+=(python3 python3-torch python3-numpy python3-h5py libdnnl-dev)
 fi
 
 missing=()
