@@ -28,14 +28,27 @@ void gather_batch_cpu(void** buffers, void* cl_arg) {
   const float off = h.source.smoothing / static_cast<float>(h.source.classes);
   const float on = 1.0f - h.source.smoothing + off;
   std::fill(targets, targets + h.count * h.source.classes, off);
+  const float* images = h.source.images;
+  if (h.source.reader != nullptr) {
+    // Streamed: the tile's samples are read in one go, into x itself or, to be augmented, beside it.
+    thread_local std::vector<float> staging;
+    float* into = x;
+    if (h.augment) {
+      staging.resize(static_cast<std::size_t>(h.count) * row);
+      into = staging.data();
+    }
+    h.source.reader->read(std::span<const std::int64_t>(indices, static_cast<std::size_t>(h.count)), into);
+    images = into;
+  }
   for (std::int64_t i = 0; i < h.count; ++i) {
     const std::int64_t s = indices[i];
+    const std::int64_t at = h.source.reader != nullptr ? i : s;
     if (h.augment) {
       const Augmentation& a = h.augmentation;
-      io::augment_sample(h.source.images + s * row, x + i * row, a.channels, a.height, a.width, a.options,
+      io::augment_sample(images + at * row, x + i * row, a.channels, a.height, a.width, a.options,
                          io::augment_seed(a.seed, static_cast<std::uint64_t>(a.epoch), static_cast<std::uint64_t>(s)));
-    } else {
-      std::memcpy(x + i * row, h.source.images + s * row, row * sizeof(float));
+    } else if (h.source.reader == nullptr) {
+      std::memcpy(x + i * row, images + at * row, row * sizeof(float));
     }
     targets[i * h.source.classes + h.source.labels[s]] = on;
   }

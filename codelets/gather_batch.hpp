@@ -8,12 +8,14 @@
 
 #include "codelets/common.hpp"
 #include "io/augment.hpp"
+#include "io/dataset.hpp"
 
 namespace dtnn::codelets {
 
 // Samples in memory; the caller keeps them alive until the tasks that read them have run.
 struct SampleSource {
-  const float* images = nullptr;         // [count, sample_elements]
+  const float* images = nullptr;         // [count, sample_elements]; null when reader is set
+  io::SampleReader* reader = nullptr;    // streams the images of a dataset larger than memory
   const std::int32_t* labels = nullptr;  // [count], in [0, classes)
   std::int64_t sample_elements = 0;
   int classes = 0;

@@ -83,6 +83,10 @@ std::int64_t Dataset::sample_elements() const {
 }
 
 Dataset Dataset::subset(std::int64_t first, std::int64_t count) const {
+  if (reader) {
+    throw InvalidArgument(fmt::format("{}: subsets of a dataset streamed from disk are not supported, expected an "
+                                      "in-memory dataset", name));
+  }
   if (first < 0 || count < 0 || first > size() || count > size() - first) {
     throw InvalidArgument(fmt::format("{}: subset [{}, {}+{}) out of range, expected a range within [0, {})", name,
                                       first, first, count, size()));
@@ -96,6 +100,10 @@ Dataset Dataset::subset(std::int64_t first, std::int64_t count) const {
 }
 
 Dataset Dataset::stratified_subset(std::int64_t count, std::uint64_t seed) const {
+  if (reader) {
+    throw InvalidArgument(fmt::format("{}: subsets of a dataset streamed from disk are not supported, expected an "
+                                      "in-memory dataset", name));
+  }
   if (count < 0 || count > size()) {
     throw InvalidArgument(fmt::format("{}: stratified subset of {} samples, expected 0..{}", name, count, size()));
   }

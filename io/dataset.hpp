@@ -4,10 +4,21 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace dtnn::io {
+
+// Images that stay on disk, read on demand by the batch-loading tasks. Implementations are thread-safe: the
+// tasks of several tiles read at the same time.
+class SampleReader {
+ public:
+  virtual ~SampleReader() = default;
+  // The samples at these dataset indices, as NCHW floats in [0,1], into out (indices.size() samples).
+  virtual void read(std::span<const std::int64_t> indices, float* out) = 0;
+};
 
 struct Dataset {
   std::string name;  // e.g. "fashion-mnist/train"; subsets append the range or the draw that made them
@@ -15,8 +26,10 @@ struct Dataset {
   int height = 0;
   int width = 0;
   int classes = 0;
-  std::vector<float> images;         // size() * sample_elements(), values in [0,1]
+  std::vector<float> images;         // size() * sample_elements(), values in [0,1]; empty when streamed
   std::vector<std::int32_t> labels;  // size(), each in [0, classes)
+  // Set for a dataset larger than memory (an HDF5 file): images stay empty and are read by batch.
+  std::shared_ptr<SampleReader> reader;
 
   std::int64_t size() const;
   std::int64_t sample_elements() const;  // channels * height * width

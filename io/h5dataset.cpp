@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <utility>
@@ -663,6 +664,57 @@ void H5DatasetReader::read_samples(std::span<const std::int64_t> indices, std::s
     }
     run = end;
   }
+}
+
+}  // namespace dtnn::io
+
+namespace dtnn::io {
+
+std::vector<std::int32_t> H5DatasetReader::labels() {
+  std::vector<std::int32_t> out(static_cast<std::size_t>(impl_->size));
+  impl_->split.labels.read_rows(impl_->begin, impl_->size, std::span<std::int32_t>(out));
+  check_labels(impl_->split, impl_->begin, out);
+  return out;
+}
+
+namespace {
+
+// The batch-loading tasks of several tiles read at once; one reader serves them in turn (HDF5's own
+// thread-safe build serialises its calls anyway).
+class H5SampleReader : public SampleReader {
+ public:
+  explicit H5SampleReader(H5DatasetReader reader) : reader_(std::move(reader)) {}
+  void read(std::span<const std::int64_t> indices, float* out) override {
+    std::lock_guard lock(mutex_);
+    labels_.resize(indices.size());
+    reader_.read_samples(indices,
+                         std::span<float>(out, indices.size() * static_cast<std::size_t>(reader_.sample_elements())),
+                         std::span<std::int32_t>(labels_));
+  }
+
+ private:
+  std::mutex mutex_;
+  H5DatasetReader reader_;
+  std::vector<std::int32_t> labels_;
+};
+
+}  // namespace
+
+Dataset open_h5_dataset(const std::filesystem::path& file, std::string_view split, std::int64_t batch_hint) {
+  H5ReaderOptions options;
+  options.split = std::string(split);
+  options.samples_per_read = std::max<std::int64_t>(1, batch_hint);
+  H5DatasetReader reader(file, options);
+  Dataset d;
+  const H5DatasetInfo& info = reader.info();
+  d.name = info.name + "/" + std::string(split);
+  d.channels = info.channels;
+  d.height = info.height;
+  d.width = info.width;
+  d.classes = info.classes;
+  d.labels = reader.labels();
+  d.reader = std::make_shared<H5SampleReader>(std::move(reader));
+  return d;
 }
 
 }  // namespace dtnn::io

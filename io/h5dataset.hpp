@@ -104,11 +104,17 @@ class H5DatasetReader {
   // The samples at the given shard indices, in that order (repeats allowed), for shuffled batches: reads
   // each run of consecutive indices once.
   void read_samples(std::span<const std::int64_t> indices, std::span<float> images, std::span<std::int32_t> labels);
+  // Every label of the shard, without reading images (labels are small: a streamed dataset keeps them in memory).
+  std::vector<std::int32_t> labels();
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A split streamed from the file: labels in memory, images read by the batch-loading tasks (through a reader
+// whose chunk cache is sized for batches of batch_hint samples).
+Dataset open_h5_dataset(const std::filesystem::path& file, std::string_view split, std::int64_t batch_hint = 256);
 
 // A file of random images and labels in the dataset layout, generated a chunk at a time (the whole split
 // is never in memory). The defaults are an ImageNet-like layout.

@@ -135,8 +135,8 @@ class StepGraph {
 
 void submit_load(Slot& s, const io::Dataset& data, std::span<const std::int64_t> indices, float smoothing = 0.0f,
                  const codelets::Augmentation* augmentation = nullptr) {
-  const codelets::SampleSource source{data.images.data(), data.labels.data(), data.sample_elements(), data.classes,
-                                      smoothing};
+  const codelets::SampleSource source{data.reader ? nullptr : data.images.data(), data.reader.get(),
+                                      data.labels.data(), data.sample_elements(), data.classes, smoothing};
   for (int t = 0; t < s.acts[0].tiles(); ++t) {
     const TileRange r = s.acts[0].tile_range(t);
     codelets::submit_gather_batch({"data", kLoadPriority}, source,

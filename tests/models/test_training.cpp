@@ -2,10 +2,14 @@
 // The task graph of a training step against a plain sequential reference, and training to accuracy.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "io/dataset.hpp"
+#include "io/h5dataset.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
@@ -284,6 +288,26 @@ TEST(FitTest, AugmentationIsSeededAndChangesTraining) {
   EXPECT_EQ(run(flip_crop, 3), run(flip_crop, 3));
   EXPECT_NE(run(flip_crop, 3), run(io::AugmentOptions{}, 3));
   EXPECT_THROW(run(io::AugmentOptions{2, 0}, 3), InvalidArgument);
+}
+
+TEST(FitTest, StreamingFromHdf5EqualsTrainingInMemory) {
+  const auto file = std::filesystem::temp_directory_path() / ("dtnn-stream-" + std::to_string(::getpid()) + ".h5");
+  io::write_h5_dataset(file, io::TrainTest{io::synthetic_dataset(40, 2, 10, 10, 3, 8),
+                                           io::synthetic_dataset(8, 2, 10, 10, 3, 9)});
+  const io::Dataset in_memory = io::read_h5_dataset(file, "train");
+  const io::Dataset streamed = io::open_h5_dataset(file, "train", 8);
+  ASSERT_TRUE(streamed.images.empty());
+  auto run = [](const io::Dataset& data, io::AugmentOptions augment) {
+    Sequential model = small_cnn();
+    model.build({2, 10, 10}, 1);
+    Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+    fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).tiles(3).seed(2).verbose(0).augment(augment));
+    return model.weights_checksum();
+  };
+  EXPECT_EQ(run(streamed, {}), run(in_memory, {}));
+  EXPECT_EQ(run(streamed, {1, 2}), run(in_memory, {1, 2}));
+  EXPECT_THROW((void)streamed.subset(0, 4), InvalidArgument);
+  std::filesystem::remove(file);
 }
 
 TEST(FitTest, RejectsAModelThatDoesNotFitTheData) {
