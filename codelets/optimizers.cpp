@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/optimizers.hpp"
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "runtime/failure.hpp"
+
+namespace dtnn::codelets {
+namespace {
+
+struct RmspropArgs {
+  kernels::cpu::RmspropParams params;
+  std::size_t count;
+};
+
+struct AdamArgs {
+  kernels::cpu::AdamParams params;
+  std::size_t count;
+};
+
+struct NadamArgs {
+  kernels::cpu::NadamParams params;
+  std::size_t count;
+};
+
+// Buffers: weights, gradient, square average, then the momentum buffer and the gradient average when the
+// params ask for them, in that order.
+void rmsprop_update_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<RmspropArgs>(cl_arg);
+  int next = 3;
+  float* momentum_buf = a.params.momentum != 0.0f ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  float* grad_avg = a.params.centered != 0 ? runtime::vector_ptr(buffers[next]) : nullptr;
+  kernels::cpu::rmsprop_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                               runtime::vector_ptr(buffers[2]), momentum_buf, grad_avg);
+}
+
+void adam_update_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AdamArgs>(cl_arg);
+  kernels::cpu::adam_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                            runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
+}
+
+void nadam_update_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<NadamArgs>(cl_arg);
+  kernels::cpu::nadam_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                             runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
+}
+
+// The hyper-parameters and bias corrections change every step; only the sizes distinguish the histories.
+// RMSprop's state buffers depend on its options, hence a variable number of buffers.
+runtime::Codelet cl_rmsprop_update("rmsprop_update", runtime::guarded<rmsprop_update_cpu>, {},
+                                   runtime::Footprint::kData);
+runtime::Codelet cl_adam_update("adam_update", runtime::guarded<adam_update_cpu>,
+                                {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
+runtime::Codelet cl_nadam_update("nadam_update", runtime::guarded<nadam_update_cpu>,
+                                 {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
+
+void check_sizes(const TaskTag& tag, const char* what, const Tensor& weights,
+                 std::initializer_list<const Tensor*> others) {
+  for (const Tensor* t : others) {
+    if (t->numel() != weights.numel()) {
+      throw InvalidArgument(fmt::format("{}: {} update of weights {} with a tensor of shape {}, expected equal sizes",
+                                        tag.layer, what, to_string(weights.shape()), to_string(t->shape())));
+    }
+  }
+}
+
+}  // namespace
+
+void submit_rmsprop_update(const TaskTag& tag, const kernels::cpu::RmspropParams& params, Tensor& weights,
+                           const Tensor& grad, Tensor& square_avg, Tensor* momentum_buf, Tensor* grad_avg) {
+  const int wants_momentum = params.momentum != 0.0f ? 1 : 0;
+  const int wants_centered = params.centered != 0 ? 1 : 0;
+  if (wants_momentum != (momentum_buf != nullptr ? 1 : 0) || wants_centered != (grad_avg != nullptr ? 1 : 0)) {
+    throw InvalidArgument(fmt::format("{}: rmsprop update with momentum={} centered={}, expected a momentum buffer "
+                                      "exactly when momentum != 0 and a gradient average exactly when centered",
+                                      tag.layer, params.momentum, params.centered));
+  }
+  check_sizes(tag, "rmsprop", weights, {&grad, &square_avg});
+  std::vector<runtime::Access> data{rdwr(weights.handle()), rd(grad.handle()), rdwr(square_avg.handle())};
+  if (momentum_buf != nullptr) {
+    check_sizes(tag, "rmsprop", weights, {momentum_buf});
+    data.push_back(rdwr(momentum_buf->handle()));
+  }
+  if (grad_avg != nullptr) {
+    check_sizes(tag, "rmsprop", weights, {grad_avg});
+    data.push_back(rdwr(grad_avg->handle()));
+  }
+  const RmspropArgs a{params, static_cast<std::size_t>(weights.numel())};
+  const double flops = (7.0 + 3.0 * wants_momentum + 4.0 * wants_centered) * static_cast<double>(a.count);
+  std::string name;
+  runtime::submit_task(cl_rmsprop_update, task_info(tag, "update", -1, flops, name), data, a);
+}
+
+void submit_adam_update(const TaskTag& tag, const kernels::cpu::AdamParams& params, Tensor& weights,
+                        const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
+  check_sizes(tag, "adam", weights, {&grad, &exp_avg, &exp_avg_sq});
+  const AdamArgs a{params, static_cast<std::size_t>(weights.numel())};
+  std::string name;
+  runtime::submit_task(cl_adam_update, task_info(tag, "update", -1, 13.0 * static_cast<double>(a.count), name),
+                       {rdwr(weights.handle()), rd(grad.handle()), rdwr(exp_avg.handle()), rdwr(exp_avg_sq.handle())},
+                       a);
+}
+
+void submit_nadam_update(const TaskTag& tag, const kernels::cpu::NadamParams& params, Tensor& weights,
+                         const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
+  check_sizes(tag, "nadam", weights, {&grad, &exp_avg, &exp_avg_sq});
+  const NadamArgs a{params, static_cast<std::size_t>(weights.numel())};
+  std::string name;
+  runtime::submit_task(cl_nadam_update, task_info(tag, "update", -1, 15.0 * static_cast<double>(a.count), name),
+                       {rdwr(weights.handle()), rd(grad.handle()), rdwr(exp_avg.handle()), rdwr(exp_avg_sq.handle())},
+                       a);
+}
+
+}  // namespace dtnn::codelets
