@@ -30,13 +30,19 @@ std::string Sgd::describe() const {
                      options_.nesterov_ ? ", nesterov" : "");
 }
 
-void Sgd::submit_update(Parameter& p, std::string_view name, int priority) {
+Tensor& Sgd::velocity(const Parameter& p) {
   auto it = velocity_.find(&p);
   if (it == velocity_.end()) {
     it = velocity_.emplace(&p, Tensor(p.value.shape())).first;
   }
-  const kernels::cpu::SgdParams params{lr_, options_.momentum_, options_.weight_decay_, options_.nesterov_};
-  codelets::submit_sgd_update({name, priority}, params, p.value, p.grad, it->second);
+  return it->second;
 }
+
+void Sgd::submit_update(Parameter& p, std::string_view name, int priority) {
+  const kernels::cpu::SgdParams params{lr_, options_.momentum_, options_.weight_decay_, options_.nesterov_};
+  codelets::submit_sgd_update({name, priority}, params, p.value, p.grad, velocity(p));
+}
+
+ParamState Sgd::state_of(Parameter& p) { return {{{"momentum_buffer", &velocity(p)}}, {}}; }
 
 }  // namespace dtnn

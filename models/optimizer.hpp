@@ -2,13 +2,23 @@
 // Optimizers submit one update task per parameter, right after that parameter's gradient is summed.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 #include <unordered_map>
 
 #include "codelets/cpu/kernels.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {
+
+// The state an optimizer keeps for one parameter, as a checkpoint stores it: tensors under PyTorch's names
+// (momentum_buffer, exp_avg, exp_avg_sq, square_avg, ...) and scalars (step, mu_product).
+struct ParamState {
+  std::vector<std::pair<std::string, Tensor*>> tensors;
+  std::vector<std::pair<std::string, double>> scalars;
+};
 
 class Optimizer {
  public:
@@ -18,6 +28,12 @@ class Optimizer {
   [[nodiscard]] float learning_rate() const { return lr_; }
   void set_learning_rate(float lr) { lr_ = lr; }
   [[nodiscard]] virtual std::string describe() const = 0;
+  // "sgd", "rmsprop", "adam", "adamw", "nadam".
+  [[nodiscard]] virtual std::string name() const = 0;
+  // The parameter's state, its tensors created (zero) when missing so that a resumed run can load into them.
+  [[nodiscard]] virtual ParamState state_of(Parameter& p) = 0;
+  // Restores the scalars that state_of reported (unknown names are ignored: InvalidArgument is the caller's).
+  virtual void restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) {}
 
  protected:
   explicit Optimizer(float lr) : lr_(lr) {}
@@ -42,8 +58,11 @@ class Sgd : public Optimizer {
   explicit Sgd(SgdOptions options);
   void submit_update(Parameter& p, std::string_view name, int priority) override;
   [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] std::string name() const override { return "sgd"; }
+  [[nodiscard]] ParamState state_of(Parameter& p) override;
 
  private:
+  Tensor& velocity(const Parameter& p);
   SgdOptions options_;
   std::unordered_map<const Parameter*, Tensor> velocity_;
 };

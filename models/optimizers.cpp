@@ -77,7 +77,7 @@ std::string Rmsprop::describe() const {
 
 std::int64_t Rmsprop::steps(const Parameter& p) const { return steps_of(state_, p); }
 
-void Rmsprop::submit_update(Parameter& p, std::string_view name, int priority) {
+Rmsprop::State& Rmsprop::ensure(const Parameter& p) {
   State& s = state_[&p];
   if (!s.square_avg.defined()) {
     s.square_avg = Tensor(p.value.shape());
@@ -88,6 +88,25 @@ void Rmsprop::submit_update(Parameter& p, std::string_view name, int priority) {
       s.grad_avg = Tensor(p.value.shape());
     }
   }
+  return s;
+}
+
+ParamState Rmsprop::state_of(Parameter& p) {
+  State& s = ensure(p);
+  ParamState out{{{"square_avg", &s.square_avg}}, {{"step", static_cast<double>(s.steps)}}};
+  if (s.momentum_buf.defined()) out.tensors.emplace_back("momentum_buffer", &s.momentum_buf);
+  if (s.grad_avg.defined()) out.tensors.emplace_back("grad_avg", &s.grad_avg);
+  return out;
+}
+
+void Rmsprop::restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) {
+  for (const auto& [key, value] : scalars) {
+    if (key == "step") ensure(p).steps = static_cast<std::int64_t>(value);
+  }
+}
+
+void Rmsprop::submit_update(Parameter& p, std::string_view name, int priority) {
+  State& s = ensure(p);
   ++s.steps;
   const kernels::cpu::RmspropParams params{lr_,
                                            options_.alpha_,
@@ -117,6 +136,29 @@ std::string Adam::describe() const {
 }
 
 std::int64_t Adam::steps(const Parameter& p) const { return steps_of(state_, p); }
+
+namespace {
+
+ParamState moment_state(MomentState& s, int with_mu_product) {
+  ParamState out{{{"exp_avg", &s.exp_avg}, {"exp_avg_sq", &s.exp_avg_sq}}, {{"step", static_cast<double>(s.steps)}}};
+  if (with_mu_product) out.scalars.emplace_back("mu_product", s.mu_product);
+  return out;
+}
+
+void restore_moments(MomentState& s, const std::vector<std::pair<std::string, double>>& scalars) {
+  for (const auto& [key, value] : scalars) {
+    if (key == "step") s.steps = static_cast<std::int64_t>(value);
+    if (key == "mu_product") s.mu_product = value;
+  }
+}
+
+}  // namespace
+
+ParamState Adam::state_of(Parameter& p) { return moment_state(moments(state_, p), 0); }
+
+void Adam::restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) {
+  restore_moments(moments(state_, p), scalars);
+}
 
 void Adam::submit_update(Parameter& p, std::string_view name, int priority) {
   MomentState& s = moments(state_, p);
@@ -160,6 +202,12 @@ std::string Nadam::describe() const {
 }
 
 std::int64_t Nadam::steps(const Parameter& p) const { return steps_of(state_, p); }
+
+ParamState Nadam::state_of(Parameter& p) { return moment_state(moments(state_, p), 1); }
+
+void Nadam::restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) {
+  restore_moments(moments(state_, p), scalars);
+}
 
 void Nadam::submit_update(Parameter& p, std::string_view name, int priority) {
   MomentState& s = moments(state_, p);

@@ -45,8 +45,13 @@ class Rmsprop : public Optimizer {
   [[nodiscard]] std::string describe() const override;
   // Updates submitted so far for p (0 before its first).
   [[nodiscard]] std::int64_t steps(const Parameter& p) const;
+  [[nodiscard]] std::string name() const override { return "rmsprop"; }
+  [[nodiscard]] ParamState state_of(Parameter& p) override;
+  void restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) override;
 
  private:
+  struct State;
+  State& ensure(const Parameter& p);
   struct State {
     Tensor square_avg;
     Tensor momentum_buf;  // only with momentum
@@ -103,6 +108,9 @@ class Adam : public Optimizer {
   void submit_update(Parameter& p, std::string_view name, int priority) override;
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] std::int64_t steps(const Parameter& p) const;
+  [[nodiscard]] std::string name() const override { return decay_ == Decay::kL2 ? "adam" : "adamw"; }
+  [[nodiscard]] ParamState state_of(Parameter& p) override;
+  void restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) override;
 
  protected:
   enum class Decay { kL2, kDecoupled };
@@ -148,6 +156,9 @@ class Nadam : public Optimizer {
   void submit_update(Parameter& p, std::string_view name, int priority) override;
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] std::int64_t steps(const Parameter& p) const;
+  [[nodiscard]] std::string name() const override { return "nadam"; }
+  [[nodiscard]] ParamState state_of(Parameter& p) override;
+  void restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) override;
 
  private:
   NadamOptions options_;
