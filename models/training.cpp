@@ -250,11 +250,15 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
   std::deque<Slot*> in_flight;
   ProgressLine progress;
   History history;
-  std::int64_t global_step = 0;
-  TrainState state{model, optimizer, history, 0, o.epochs_, 0, steps, 0};
+  if (o.initial_step_ < 0 || o.initial_step_ > steps * o.epochs_) {
+    throw InvalidArgument(fmt::format("fit: initial step {}, expected 0..{} ({} epochs of {} steps)", o.initial_step_,
+                                      steps * o.epochs_, o.epochs_, steps));
+  }
+  std::int64_t global_step = o.initial_step_;
+  TrainState state{model, optimizer, history, 0, o.epochs_, global_step, steps, 0};
   for (auto& c : o.callbacks_) c->on_train_begin(state);
 
-  for (int epoch = 0; epoch < o.epochs_ && !state.stop; ++epoch) {
+  for (int epoch = static_cast<int>(o.initial_step_ / steps); epoch < o.epochs_ && !state.stop; ++epoch) {
     state.epoch = epoch;
     for (auto& c : o.callbacks_) c->on_epoch_begin(state);
     const std::vector<std::int64_t> order = epoch_order(n, global_batch, o.steps_per_epoch_, o.shuffle_, o.seed_, epoch);
@@ -274,7 +278,7 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       }
     };
 
-    for (std::int64_t step = 0; step < steps; ++step) {
+    for (std::int64_t step = global_step - epoch * steps; step < steps; ++step) {
       const std::int64_t first = step * global_batch;
       const std::int64_t global_rows =
           std::min<std::int64_t>(global_batch, static_cast<std::int64_t>(order.size()) - first);

@@ -95,6 +95,9 @@ struct FitOptions {
   FitOptions& loss(codelets::LossKind k) { loss_ = k; return *this; }
   // Targets (1 - s) * one_hot + s / classes (categorical cross-entropy), in [0, 1).
   FitOptions& label_smoothing(float s) { label_smoothing_ = s; return *this; }
+  // Resume at this global step (from a checkpoint): the epochs and steps before it are skipped, the data order
+  // and every seeded draw continue as in an uninterrupted run.
+  FitOptions& initial_step(std::int64_t step) { initial_step_ = step; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -108,6 +111,7 @@ struct FitOptions {
   io::AugmentOptions augment_;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
   float label_smoothing_ = 0.0f;
+  std::int64_t initial_step_ = 0;
 };
 
 struct EvalOptions {
