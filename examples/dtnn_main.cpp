@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// dtnn: the command-line program. `dtnn train` trains a model of the zoo on a dataset, each step a StarPU
-// task graph; `dtnn models` lists the zoo; `dtnn summary` prints a model's layers.
+// dtnn: the command-line program. Every training step it runs is a StarPU task graph.
+//   dtnn train      train a model of the zoo on a dataset, report test accuracy (also under mpirun)
+//   dtnn evaluate   test accuracy of a checkpoint
+//   dtnn benchmark  training throughput on synthetic data of the model's input shape
+//   dtnn models     the model zoo
+//   dtnn summary    a model's layers, output shapes and parameters
+//   dtnn convert    a dataset (IDX, CIFAR binary) into an HDF5 file
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
-
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,12 +24,20 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/augment.hpp"
+#include "io/checkpoint.hpp"
+#include "io/cifar.hpp"
 #include "io/dataset.hpp"
+#include "io/h5dataset.hpp"
+#include "layers/conv2d.hpp"
+#include "models/checkpointing.hpp"
 #include "models/distributed.hpp"
+#include "models/optimizers.hpp"
+#include "models/schedules.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
-#include "runtime/engine.hpp"
 #include "runtime/allreduce.hpp"
+#include "runtime/engine.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/mpi.hpp"
 #include "runtime/trace.hpp"
@@ -30,38 +45,161 @@
 namespace {
 
 using dtnn::InvalidArgument;
+namespace fs = std::filesystem;
 
-struct TrainArgs {
+// What every subcommand that runs a model shares: the model, the data and the engine.
+struct RunArgs {
   std::string model = "simplecnn";
   std::string dataset = "fashion-mnist";
   std::string data_dir;
+  std::string data_file;
   std::int64_t train_samples = 0;
   std::int64_t test_samples = 0;
   std::int64_t synthetic_samples = 6400;
-  int epochs = 1;
-  std::int64_t batch_size = 64;
-  std::int64_t steps_per_epoch = 0;
-  float lr = 0.05f;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
+  int normalize = 0;
+  std::string conv = "convgemm";
   int tiles = 2;
   int workers = 0;
   std::string scheduler = dtnn::runtime::kDefaultScheduler;
   std::uint64_t seed = 0;
+  std::int64_t batch_size = 64;
+  std::string loss = "cce";
   std::string trace;
   std::string report;
-  bool quiet = false;
-  bool no_test = false;
+  int quiet = 0;
+};
+
+struct TrainArgs : RunArgs {
+  int epochs = 1;
+  std::int64_t steps_per_epoch = 0;
+  dtnn::OptimizerConfig optimizer{"sgd", 0.05f};
+  float label_smoothing = 0.0f;
+  int flip = 0;
+  int crop_padding = 0;
+  double validation_split = 0.0;
+  int test_as_validation = 0;
+  double warmup_epochs = 0.0;
+  float warmup_start = 0.1f;
+  int lr_step_epochs = 0;
+  float lr_decay = 0.1f;
+  int plateau_patience = 0;
+  int cosine = 0;
+  float min_lr = 0.0f;
+  int early_stopping = 0;
+  std::string monitor = "val_loss";
+  float stop_at_loss = -1.0f;
+  int scale_lr = 0;
+  std::string history;
+  std::string checkpoint_dir;
+  int keep = 3;
+  std::int64_t checkpoint_steps = 0;
+  std::string resume;
+  int no_test = 0;
   std::string allreduce = "overlapped";
   double bucket_mb = 25.0;
   int mpi_timeout = 300;
-  bool drop_last = false;
-  // Fault injection for the failure tests: this rank kills itself (or hangs) before the given global step.
+  int drop_last = 0;
   int fail_rank = -1;
   std::int64_t fail_step = -1;
   std::string fail_mode = "kill";
 };
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// Written beside the target and renamed: an earlier file is never replaced by a partial one.
+void write_text(const fs::path& file, const std::string& text, const char* what) {
+  const fs::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) {
+      throw dtnn::DataError(fmt::format("{}: cannot open for writing the {}", file.string(), what));
+    }
+    out << text;
+    if (!out.flush()) {
+      throw dtnn::DataError(fmt::format("{}: writing the {} failed", file.string(), what));
+    }
+  }
+  fs::rename(tmp, file);
+}
+
+// trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
+std::string per_rank(const std::string& file, const dtnn::runtime::Mpi& mpi) {
+  if (!mpi.active()) return file;
+  const fs::path p(file);
+  return (p.parent_path() / (p.stem().string() + fmt::format(".rank{}", mpi.rank()) + p.extension().string()))
+      .string();
+}
+
+dtnn::codelets::LossKind parse_loss(const std::string& name) {
+  return name == "bce" ? dtnn::codelets::LossKind::kBinaryCrossEntropy
+                       : dtnn::codelets::LossKind::kCategoricalCrossEntropy;
+}
+
+dtnn::io::TrainTest load_data(const RunArgs& a, const dtnn::models::ModelInfo& info, std::int64_t batch_hint) {
+  if (a.dataset == "synthetic") {
+    const auto& in = info.input;
+    const auto n = static_cast<int>(a.synthetic_samples);
+    return {dtnn::io::synthetic_dataset(n, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+                                        info.classes, a.seed),
+            dtnn::io::synthetic_dataset(std::max(1, n / 6), static_cast<int>(in[0]), static_cast<int>(in[1]),
+                                        static_cast<int>(in[2]), info.classes, a.seed + 1)};
+  }
+  dtnn::io::TrainTest data;
+  if (a.dataset == "h5") {
+    if (a.data_file.empty()) throw InvalidArgument("--data-file: required for --dataset h5");
+    data = {dtnn::io::open_h5_dataset(a.data_file, "train", batch_hint),
+            dtnn::io::open_h5_dataset(a.data_file, "test", batch_hint)};
+  } else {
+    fs::path dir = a.data_dir;
+    if (dir.empty()) {
+      if (a.dataset != "fashion-mnist") {
+        throw InvalidArgument(fmt::format("--data-dir: required for --dataset {}", a.dataset));
+      }
+      dir = dtnn::io::default_fashion_mnist_dir();
+    }
+    if (a.dataset == "cifar10") {
+      data = dtnn::io::load_cifar10(dir);
+    } else if (a.dataset == "cifar100") {
+      data = dtnn::io::load_cifar100(dir);
+    } else {
+      data = dtnn::io::load_mnist_like(dir, a.dataset);
+    }
+  }
+  if (a.train_samples > 0) {
+    data.train = data.train.stratified_subset(std::min(a.train_samples, data.train.size()), a.seed);
+  }
+  if (a.test_samples > 0) {
+    data.test = data.test.stratified_subset(std::min(a.test_samples, data.test.size()), a.seed + 1);
+  }
+  if (a.normalize) {
+    // The training set's statistics for both, as PyDTNN does.
+    const dtnn::io::ChannelStats stats = dtnn::io::channel_stats(data.train);
+    dtnn::io::normalize(data.train, stats);
+    dtnn::io::normalize(data.test, stats);
+  }
+  return data;
+}
+
+void set_conv_variant(dtnn::Layer& layer, dtnn::ConvVariant v) {
+  if (auto* conv = dynamic_cast<dtnn::Conv2d*>(&layer)) conv->set_variant(v);
+  for (dtnn::Layer* child : layer.children()) set_conv_variant(*child, v);
+}
+
+dtnn::Sequential build_model(const RunArgs& a, const dtnn::models::ModelInfo& info) {
+  dtnn::Sequential model = info.make();
+  const dtnn::ConvVariant variant = dtnn::parse_conv_variant(a.conv, "--conv");
+  for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), variant);
+  model.build(info.input, a.seed);
+  return model;
+}
+
+std::string model_options_json(const RunArgs& a, const dtnn::models::ModelInfo& info) {
+  return nlohmann::json{{"classes", info.classes}, {"conv", a.conv}, {"input", info.input}}.dump();
+}
 
 // The fault-injection option's effect, as a callback so that it happens at a step boundary.
 class FailAtStep : public dtnn::Callback {
@@ -82,62 +220,38 @@ class FailAtStep : public dtnn::Callback {
   std::string mode_;
 };
 
-// trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
-std::string per_rank(const std::string& file, const dtnn::runtime::Mpi& mpi) {
-  if (!mpi.active()) return file;
-  const std::filesystem::path p(file);
-  return (p.parent_path() / (p.stem().string() + fmt::format(".rank{}", mpi.rank()) + p.extension().string())).string();
+nlohmann::json epoch_json(const dtnn::EpochRecord& e) {
+  nlohmann::json j = {{"epoch", e.epoch},     {"loss", e.loss},      {"accuracy", e.accuracy},
+                      {"top5_accuracy", e.top5_accuracy}, {"mse", e.mse}, {"mae", e.mae},
+                      {"seconds", e.seconds}, {"images", e.images}, {"images_per_second", e.images_per_second()},
+                      {"learning_rate", e.learning_rate}};
+  if (!std::isnan(e.val_loss)) {
+    j["val_loss"] = e.val_loss;
+    j["val_accuracy"] = e.val_accuracy;
+  }
+  return j;
 }
 
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+void write_history(const std::string& file, const dtnn::History& history) {
+  if (fs::path(file).extension() == ".json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& e : history.epochs) all.push_back(epoch_json(e));
+    write_text(file, all.dump(2) + "\n", "history");
+    return;
+  }
+  std::string csv = "epoch,loss,accuracy,top5_accuracy,mse,mae,val_loss,val_accuracy,learning_rate,seconds,"
+                    "images_per_second\n";
+  for (const auto& e : history.epochs) {
+    csv += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{},{:.6g},{:.3f},{:.1f}\n", e.epoch, e.loss,
+                       e.accuracy, e.top5_accuracy, e.mse, e.mae,
+                       std::isnan(e.val_loss) ? "" : fmt::format("{:.6f}", e.val_loss),
+                       std::isnan(e.val_accuracy) ? "" : fmt::format("{:.6f}", e.val_accuracy), e.learning_rate,
+                       e.seconds, e.images_per_second());
+  }
+  write_text(file, csv, "history");
 }
 
-// Writes beside the target and renames, so that an earlier report is never replaced by a partial one.
-void write_json(const std::filesystem::path& file, const nlohmann::json& doc) {
-  const std::filesystem::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) {
-      throw dtnn::DataError(fmt::format("{}: cannot open for writing the report", file.string()));
-    }
-    out << doc.dump(2) << '\n';
-    if (!out.flush()) {
-      throw dtnn::DataError(fmt::format("{}: write failed", file.string()));
-    }
-  }
-  std::filesystem::rename(tmp, file);
-}
-
-dtnn::io::TrainTest load_data(const TrainArgs& a, const dtnn::models::ModelInfo& info) {
-  if (a.dataset == "synthetic") {
-    const auto& in = info.input;
-    const auto n = static_cast<int>(a.synthetic_samples);
-    return {dtnn::io::synthetic_dataset(n, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
-                                        info.classes, a.seed),
-            dtnn::io::synthetic_dataset(std::max(1, n / 6), static_cast<int>(in[0]), static_cast<int>(in[1]),
-                                        static_cast<int>(in[2]), info.classes, a.seed + 1)};
-  }
-  std::filesystem::path dir = a.data_dir;
-  if (dir.empty()) {
-    if (a.dataset != "fashion-mnist") {
-      throw InvalidArgument(fmt::format("--data-dir: required for --dataset {}", a.dataset));
-    }
-    dir = dtnn::io::default_fashion_mnist_dir();
-  }
-  dtnn::io::TrainTest data = dtnn::io::load_mnist_like(dir, a.dataset);
-  if (a.train_samples > 0) {
-    data.train = data.train.stratified_subset(std::min(a.train_samples, data.train.size()), a.seed);
-  }
-  if (a.test_samples > 0) {
-    data.test = data.test.stratified_subset(std::min(a.test_samples, data.test.size()), a.seed + 1);
-  }
-  return data;
-}
-
-int run_train(const TrainArgs& a) {
+int run_train(TrainArgs a, int benchmark) {
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
   dtnn::runtime::Mpi mpi(a.mpi_timeout);
   const bool root = mpi.rank() == 0;
@@ -148,21 +262,57 @@ int run_train(const TrainArgs& a) {
     fmt::print("dtnn: {}{}\n", engine.describe(),
                mpi.active() ? fmt::format("; {} MPI ranks, allreduce {}", mpi.size(), a.allreduce) : "");
   }
-  dtnn::io::TrainTest data = load_data(a, info);
-  dtnn::Sequential model = info.make();
-  model.build(info.input, a.seed);
+  dtnn::io::TrainTest data = load_data(a, info, a.batch_size);
+  std::optional<dtnn::io::Dataset> validation;
+  if (a.validation_split > 0.0) {
+    const auto count = static_cast<std::int64_t>(std::llround(a.validation_split * data.train.size()));
+    if (count < 1 || count >= data.train.size()) {
+      throw InvalidArgument(fmt::format("--validation-split: {} of {} samples leaves {} for validation, expected "
+                                        "at least one sample on each side",
+                                        a.validation_split, data.train.size(), count));
+    }
+    validation = data.train.subset(data.train.size() - count, count);
+    data.train = data.train.subset(0, data.train.size() - count);
+  } else if (a.test_as_validation) {
+    validation = data.test;
+  }
+  dtnn::Sequential model = build_model(a, info);
   if (talk) {
     fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
                data.train.name, data.train.size(), data.test.size(), model.summary());
   }
+  if (a.scale_lr) {
+    a.optimizer.learning_rate = dtnn::scale_lr_for_ranks(a.optimizer.learning_rate, mpi.size());
+  }
+  // dtnn's SGD defaults to momentum 0.9 (what the default CNN is tuned for); other optimizers keep theirs.
+  std::transform(a.optimizer.name.begin(), a.optimizer.name.end(), a.optimizer.name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (a.optimizer.name == "sgd" && !a.optimizer.momentum) {
+    a.optimizer.momentum = 0.9f;
+  }
+  std::unique_ptr<dtnn::Optimizer> optimizer = dtnn::make_optimizer(a.optimizer);
+
+  std::int64_t initial_step = 0;
+  if (!a.resume.empty()) {
+    const fs::path file = dtnn::io::resolve_checkpoint(a.resume);
+    const dtnn::io::Checkpoint c = dtnn::io::load_checkpoint(file);
+    if (c.model_name != info.name) {
+      throw dtnn::DataError(fmt::format("{}: checkpoint of model '{}', expected '{}'", file.string(), c.model_name,
+                                        info.name));
+    }
+    dtnn::restore_checkpoint(c, model, optimizer.get(), file);
+    initial_step = c.step;
+    if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", file.string(), c.step, c.epoch);
+  }
+
   std::unique_ptr<dtnn::runtime::GradientReducer> reducer;
   if (mpi.active()) {
     // Everything that must agree for the ranks to train one model together.
     const std::string options = fmt::format(
-        "model={} dataset={} train={} test={} batch={} epochs={} steps={} lr={} momentum={} wd={} nesterov={} "
-        "seed={} drop_last={} allreduce={}",
+        "model={} dataset={} train={} test={} batch={} epochs={} steps={} optimizer={} lr={} seed={} drop_last={} "
+        "allreduce={} conv={} loss={}",
         a.model, data.train.name, data.train.size(), data.test.size(), a.batch_size, a.epochs, a.steps_per_epoch,
-        a.lr, a.momentum, a.weight_decay, a.nesterov, a.seed, a.drop_last, a.allreduce);
+        optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.conv, a.loss);
     dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
     dtnn::broadcast_weights(model, mpi);
     reducer = std::make_unique<dtnn::runtime::GradientReducer>(
@@ -171,8 +321,7 @@ int run_train(const TrainArgs& a) {
                                                  : dtnn::runtime::AllreduceMode::kOverlapped)
                  .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024)));
   }
-  dtnn::Sgd optimizer(
-      dtnn::SgdOptions(a.lr).momentum(a.momentum).weight_decay(a.weight_decay).nesterov(a.nesterov ? 1 : 0));
+
   auto fit_options = dtnn::FitOptions()
                          .epochs(a.epochs)
                          .batch_size(a.batch_size)
@@ -180,14 +329,48 @@ int run_train(const TrainArgs& a) {
                          .seed(a.seed)
                          .steps_per_epoch(a.steps_per_epoch)
                          .verbose(a.quiet ? 0 : 1)
-                         .data_parallel({&mpi, reducer.get(), a.drop_last ? 1 : 0});
+                         .loss(parse_loss(a.loss))
+                         .label_smoothing(a.label_smoothing)
+                         .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
+                         .initial_step(initial_step)
+                         .data_parallel({&mpi, reducer.get(), a.drop_last});
+  if (a.warmup_epochs > 0) {
+    fit_options.callback(std::make_shared<dtnn::WarmUp>(
+        dtnn::Epochs{static_cast<std::int64_t>(std::ceil(a.warmup_epochs))}, a.warmup_start));
+  }
+  if (a.lr_step_epochs > 0) {
+    fit_options.callback(std::make_shared<dtnn::StepDecay>(a.lr_step_epochs, a.lr_decay, a.min_lr));
+  }
+  if (a.plateau_patience > 0) {
+    fit_options.callback(std::make_shared<dtnn::ReduceLROnPlateau>(
+        dtnn::ReduceLROnPlateauOptions(a.monitor).factor(a.lr_decay).patience(a.plateau_patience).min_lr(a.min_lr)));
+  }
+  if (a.cosine) {
+    fit_options.callback(std::make_shared<dtnn::CosineDecay>(
+        dtnn::CosineDecayOptions(dtnn::Epochs{a.epochs}).min_lr(a.min_lr)));
+  }
+  if (a.early_stopping > 0) {
+    fit_options.callback(
+        std::make_shared<dtnn::EarlyStopping>(dtnn::EarlyStoppingOptions(a.monitor).patience(a.early_stopping)));
+  }
+  if (a.stop_at_loss >= 0.0f) {
+    fit_options.callback(std::make_shared<dtnn::StopAtLoss>(
+        a.stop_at_loss, a.monitor.starts_with("val_") ? "val_loss" : "loss"));
+  }
+  if (!a.checkpoint_dir.empty()) {
+    fit_options.callback(std::make_shared<dtnn::CheckpointCallback>(
+        std::make_shared<dtnn::io::CheckpointDirectory>(a.checkpoint_dir, a.keep),
+        dtnn::CheckpointMeta{info.name, model_options_json(a, info), mpi.size()}, a.checkpoint_steps,
+        validation ? a.monitor : "loss", mpi.rank()));
+  }
   if (a.fail_step >= 0 && a.fail_rank == mpi.rank()) {
     fit_options.callback(std::make_shared<FailAtStep>(a.fail_step, a.fail_mode));
   }
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::start();
   }
-  const dtnn::History history = dtnn::fit(model, optimizer, data.train, fit_options);
+  const dtnn::History history =
+      dtnn::fit(model, *optimizer, data.train, fit_options, validation ? &*validation : nullptr);
   if (reducer) {
     reducer->wait_idle();
   }
@@ -196,35 +379,37 @@ int run_train(const TrainArgs& a) {
     dtnn::runtime::Tracer::write_chrome_trace(per_rank(a.trace, mpi));
   }
   std::optional<dtnn::EvalResult> test;
-  if (!a.no_test) {
-    test = dtnn::evaluate(model, data.test, dtnn::EvalOptions().batch_size(256).tiles(a.tiles).mpi(&mpi));
+  if (!a.no_test && !benchmark) {
+    test = dtnn::evaluate(model, data.test,
+                          dtnn::EvalOptions().batch_size(256).tiles(a.tiles).mpi(&mpi).loss(parse_loss(a.loss)));
   }
   const std::vector<std::uint64_t> checksums = mpi.all_gather(model.weights_checksum(), "weights checksums");
   if (!root) {
     return 0;
   }
 
-  const double per_epoch = history.train_seconds() / static_cast<double>(history.epochs.size());
+  const double per_epoch =
+      history.epochs.empty() ? 0.0 : history.train_seconds() / static_cast<double>(history.epochs.size());
   const double after_first = history.images_per_second_after_first();
   fmt::print("Training time: {:.2f} s ({:.2f} s per epoch), throughput {:.1f} images/s{}\n", history.train_seconds(),
              per_epoch, history.images_per_second(),
              std::isnan(after_first) ? "" : fmt::format(" ({:.1f} images/s without the first epoch)", after_first));
   if (test) {
-    fmt::print("Test accuracy: {:.2f}% (loss {:.4f}) on {} samples\n", 100.0 * test->accuracy, test->loss,
-               test->samples);
+    fmt::print("Test accuracy: {:.2f}% (top-5 {:.2f}%, loss {:.4f}) on {} samples\n", 100.0 * test->accuracy,
+               100.0 * test->top5_accuracy, test->loss, test->samples);
   }
   fmt::print("Peak memory: {:.1f} MiB\n", peak_rss_mb());
   if (!a.trace.empty()) {
     fmt::print("Trace: {} ({} events)\n", per_rank(a.trace, mpi), dtnn::runtime::Tracer::events().size());
   }
-
+  if (!a.history.empty()) {
+    write_history(a.history, history);
+  }
   if (!a.report.empty()) {
     nlohmann::json epochs = nlohmann::json::array();
-    for (const auto& e : history.epochs) {
-      epochs.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"accuracy", e.accuracy}, {"seconds", e.seconds},
-                        {"images", e.images}, {"images_per_second", e.images_per_second()},
-                        {"learning_rate", e.learning_rate}});
-    }
+    for (const auto& e : history.epochs) epochs.push_back(epoch_json(e));
+    nlohmann::json all_checksums = nlohmann::json::array();
+    for (std::uint64_t c : checksums) all_checksums.push_back(fmt::format("{:016x}", c));
     nlohmann::json doc = {
         {"model", info.name},
         {"dataset", data.train.name},
@@ -233,39 +418,63 @@ int run_train(const TrainArgs& a) {
         {"epochs", a.epochs},
         {"batch_size", a.batch_size},
         {"tiles", a.tiles},
+        {"conv", a.conv},
         {"scheduler", engine.scheduler()},
         {"workers", engine.cpu_workers()},
         {"seed", a.seed},
-        {"optimizer", optimizer.describe()},
+        {"optimizer", optimizer->describe()},
         {"engine", engine.describe()},
+        {"ranks", mpi.size()},
+        {"allreduce", mpi.active() ? a.allreduce : "none"},
         {"train_seconds", history.train_seconds()},
         {"seconds_per_epoch", per_epoch},
         {"images_per_second", history.images_per_second()},
-        {"images_per_second_after_first_epoch", std::isnan(after_first) ? nlohmann::json() : nlohmann::json(after_first)},
+        {"images_per_second_after_first_epoch",
+         std::isnan(after_first) ? nlohmann::json() : nlohmann::json(after_first)},
         {"peak_rss_mb", peak_rss_mb()},
         {"weights_checksum", fmt::format("{:016x}", checksums[0])},
-        {"weights_checksums", [&] {
-           nlohmann::json all = nlohmann::json::array();
-           for (std::uint64_t c : checksums) all.push_back(fmt::format("{:016x}", c));
-           return all;
-         }()},
-        {"ranks", mpi.size()},
-        {"allreduce", mpi.active() ? a.allreduce : "none"},
+        {"weights_checksums", all_checksums},
         {"history", epochs},
     };
     if (test) {
       doc["test_accuracy"] = test->accuracy;
+      doc["test_top5_accuracy"] = test->top5_accuracy;
       doc["test_loss"] = test->loss;
       doc["test_samples"] = test->samples;
     }
-    write_json(a.report, doc);
+    write_text(a.report, doc.dump(2) + "\n", "report");
+  }
+  return 0;
+}
+
+int run_evaluate(const RunArgs& a, const std::string& checkpoint) {
+  const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
+  dtnn::runtime::Engine engine(dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers));
+  dtnn::io::TrainTest data = load_data(a, info, a.batch_size);
+  dtnn::Sequential model = build_model(a, info);
+  const fs::path file = dtnn::io::resolve_checkpoint(checkpoint);
+  const dtnn::io::Checkpoint c = dtnn::io::load_checkpoint(file);
+  dtnn::restore_checkpoint(c, model, nullptr, file);
+  const dtnn::EvalResult r = dtnn::evaluate(
+      model, data.test, dtnn::EvalOptions().batch_size(a.batch_size).tiles(a.tiles).loss(parse_loss(a.loss)));
+  fmt::print("{} of {} (step {}) on {}: accuracy {:.2f}%, top-5 {:.2f}%, loss {:.4f}, MSE {:.5f}, MAE {:.5f}, {} "
+             "samples in {:.2f} s\n",
+             info.name, file.string(), c.step, data.test.name, 100.0 * r.accuracy, 100.0 * r.top5_accuracy, r.loss,
+             r.mse, r.mae, r.samples, r.seconds);
+  if (!a.report.empty()) {
+    write_text(a.report,
+               nlohmann::json{{"model", info.name}, {"checkpoint", file.string()}, {"test_accuracy", r.accuracy},
+                              {"test_top5_accuracy", r.top5_accuracy}, {"test_loss", r.loss}, {"mse", r.mse},
+                              {"mae", r.mae}, {"test_samples", r.samples}}
+                       .dump(2) + "\n",
+               "report");
   }
   return 0;
 }
 
 int run_models() {
   for (const auto& m : dtnn::models::registry()) {
-    fmt::print("{:<14} input {:<14} {} classes  {}\n", m.name, dtnn::to_string(m.input), m.classes, m.description);
+    fmt::print("{:<22} input {:<16} {:>4} classes  {}\n", m.name, dtnn::to_string(m.input), m.classes, m.description);
   }
   return 0;
 }
@@ -279,6 +488,140 @@ int run_summary(const std::string& name) {
   return 0;
 }
 
+int run_convert(const std::string& dataset, const std::string& dir, const std::string& output) {
+  dtnn::io::TrainTest data;
+  if (dataset == "cifar10") {
+    data = dtnn::io::load_cifar10(dir);
+  } else if (dataset == "cifar100") {
+    data = dtnn::io::load_cifar100(dir);
+  } else {
+    data = dtnn::io::load_mnist_like(dir.empty() ? dtnn::io::default_fashion_mnist_dir() : fs::path(dir), dataset);
+  }
+  dtnn::io::H5DatasetOptions options;
+  options.name = dataset;
+  dtnn::io::write_h5_dataset(output, data, options);
+  fmt::print("{}: {} training and {} test samples of {}x{}x{}, {} classes\n", output, data.train.size(),
+             data.test.size(), data.train.channels, data.train.height, data.train.width, data.train.classes);
+  return 0;
+}
+
+void add_run_options(CLI::App* app, RunArgs& a) {
+  app->add_option("--model", a.model, "model name (see `dtnn models`)")->capture_default_str();
+  app->add_option("--dataset", a.dataset, "fashion-mnist, mnist, cifar10, cifar100, h5 or synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "cifar100", "h5", "synthetic"}))
+      ->capture_default_str();
+  app->add_option("--data-dir", a.data_dir, "folder of the IDX or CIFAR files (default for fashion-mnist: "
+                                            "/usr/share/datasets/fashion-mnist)");
+  app->add_option("--data-file", a.data_file, "HDF5 dataset of --dataset h5 (see `dtnn convert`), streamed");
+  app->add_option("--train-samples", a.train_samples, "a seeded, class-balanced subset of the training set")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--test-samples", a.test_samples, "a seeded, class-balanced subset of the test set")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--synthetic-samples", a.synthetic_samples, "training samples of --dataset synthetic")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_flag("--normalize", a.normalize, "per-channel normalisation with the training set's mean and std");
+  app->add_option("--conv", a.conv, "convolution algorithm: convgemm, im2col or auto (times both per shape)")
+      ->check(CLI::IsMember({"convgemm", "im2col", "auto"}))
+      ->capture_default_str();
+  app->add_option("--batch-size", a.batch_size, "samples per step (per rank under mpirun)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--loss", a.loss, "cce (softmax + categorical cross-entropy) or bce (sigmoid + binary)")
+      ->check(CLI::IsMember({"cce", "bce"}))
+      ->capture_default_str();
+  app->add_option("--tiles", a.tiles, "batch tiles: tasks per layer and pass")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app->add_option("--workers", a.workers, "CPU workers (0: one per core)")->check(CLI::NonNegativeNumber);
+  app->add_option("--scheduler", a.scheduler, "StarPU scheduler (lws, dmdas, prio, eager, ...)")
+      ->capture_default_str();
+  app->add_option("--seed", a.seed, "seed of initialisation, shuffling, augmentation, dropout and subsets")
+      ->capture_default_str();
+  app->add_option("--report", a.report, "write a JSON summary of the run");
+  app->add_flag("--quiet", a.quiet, "no summary table and no progress lines");
+}
+
+void add_train_options(CLI::App* app, TrainArgs& a) {
+  add_run_options(app, a);
+  app->add_option("--epochs", a.epochs, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--steps-per-epoch", a.steps_per_epoch, "steps per epoch (0: the whole training set)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--optimizer", a.optimizer.name, "sgd, rmsprop, adam, adamw or nadam")
+      ->check(CLI::IsMember(dtnn::optimizer_names(), CLI::ignore_case))
+      ->capture_default_str();
+  app->add_option("--lr", a.optimizer.learning_rate, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--momentum", a.optimizer.momentum, "momentum of sgd (default 0.9) and rmsprop (default 0)")
+      ->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--nesterov", a.optimizer.nesterov, "1: Nesterov momentum (sgd)")->check(CLI::Range(0, 1));
+  app->add_option("--weight-decay", a.optimizer.weight_decay, "L2 weight decay (decoupled for adamw)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--beta1", a.optimizer.beta1, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--beta2", a.optimizer.beta2, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--eps", a.optimizer.eps, "rmsprop, adam, adamw, nadam")->check(CLI::PositiveNumber);
+  app->add_option("--alpha", a.optimizer.alpha, "rmsprop's smoothing constant (PyDTNN's rho)")
+      ->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--label-smoothing", a.label_smoothing, "targets (1 - s) one-hot + s / classes")
+      ->check(CLI::Range(0.0f, 0.999f));
+  app->add_flag("--flip", a.flip, "augmentation: random horizontal flips");
+  app->add_option("--crop-padding", a.crop_padding, "augmentation: random crops of the image padded by this much")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--validation-split", a.validation_split, "fraction of the training set kept for validation")
+      ->check(CLI::Range(0.0, 0.99));
+  app->add_flag("--test-as-validation", a.test_as_validation, "validate on the test set after every epoch");
+  app->add_option("--warmup-epochs", a.warmup_epochs, "linear learning-rate warm-up over this many epochs")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--warmup-start", a.warmup_start, "warm-up's first learning rate, as a fraction of --lr")
+      ->check(CLI::Range(1e-6f, 1.0f))
+      ->capture_default_str();
+  app->add_option("--lr-step-epochs", a.lr_step_epochs, "multiply the learning rate by --lr-decay every N epochs")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--lr-decay", a.lr_decay, "factor of --lr-step-epochs and --plateau-patience")
+      ->check(CLI::Range(1e-6f, 1.0f))
+      ->capture_default_str();
+  app->add_option("--plateau-patience", a.plateau_patience,
+                  "multiply the learning rate by --lr-decay after this many epochs without improvement of --monitor")
+      ->check(CLI::NonNegativeNumber);
+  app->add_flag("--cosine", a.cosine, "cosine decay of the learning rate over the training, to --min-lr");
+  app->add_option("--min-lr", a.min_lr, "floor of the learning-rate schedules")->check(CLI::NonNegativeNumber);
+  app->add_option("--early-stopping", a.early_stopping,
+                  "stop after this many epochs without improvement of --monitor, restoring the best weights")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--monitor", a.monitor, "metric of the schedules and checkpoints: val_loss, val_accuracy, loss, "
+                                          "accuracy")
+      ->check(CLI::IsMember({"val_loss", "val_accuracy", "loss", "accuracy"}))
+      ->capture_default_str();
+  app->add_option("--stop-at-loss", a.stop_at_loss, "stop once the (validation) loss is at or below this");
+  app->add_flag("--scale-lr", a.scale_lr, "multiply the learning rate by the number of ranks (linear scaling rule)");
+  app->add_option("--history", a.history, "per-epoch metrics, CSV or JSON by the file's extension");
+  app->add_option("--trace", a.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
+  app->add_option("--checkpoint-dir", a.checkpoint_dir, "save HDF5 checkpoints there after every epoch");
+  app->add_option("--keep", a.keep, "checkpoints kept besides the best")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--checkpoint-steps", a.checkpoint_steps, "also save every N steps")->check(CLI::NonNegativeNumber);
+  app->add_option("--resume", a.resume, "continue from a checkpoint file, or from the newest in a directory");
+  app->add_flag("--no-test", a.no_test, "skip the evaluation on the test set");
+  app->add_option("--allreduce", a.allreduce,
+                  "MPI gradient reduction: overlapped (each bucket as soon as its gradients are final) or "
+                  "blocking (after the whole backward pass)")
+      ->check(CLI::IsMember({"overlapped", "blocking"}))
+      ->capture_default_str();
+  app->add_option("--bucket-mb", a.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--mpi-timeout", a.mpi_timeout,
+                  "seconds a rank waits for the others before aborting the job (a rank died or hangs)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_flag("--drop-last", a.drop_last,
+                "drop a last global batch smaller than the others (default: split it evenly over the ranks)");
+  app->add_option("--fail-rank", a.fail_rank, "fault injection (tests): the rank that fails")->group("");
+  app->add_option("--fail-step", a.fail_step, "fault injection (tests): before this global step")->group("");
+  app->add_option("--fail-mode", a.fail_mode, "fault injection (tests): kill or hang")
+      ->check(CLI::IsMember({"kill", "hang"}))
+      ->group("");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -288,75 +631,53 @@ int main(int argc, char** argv) {
 
   TrainArgs t;
   CLI::App* train = app.add_subcommand("train", "train a model of the zoo and report test accuracy");
-  train->add_option("--model", t.model, "model name (see `dtnn models`)")->capture_default_str();
-  train->add_option("--dataset", t.dataset, "fashion-mnist, mnist or synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "synthetic"}))
-      ->capture_default_str();
-  train->add_option("--data-dir", t.data_dir, "folder of the IDX files (default for fashion-mnist: "
-                                              "/usr/share/datasets/fashion-mnist)");
-  train->add_option("--train-samples", t.train_samples, "use a seeded random subset of this many training samples")
-      ->check(CLI::NonNegativeNumber);
-  train->add_option("--test-samples", t.test_samples, "use a seeded random subset of this many test samples")
-      ->check(CLI::NonNegativeNumber);
-  train->add_option("--synthetic-samples", t.synthetic_samples, "training samples of --dataset synthetic")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  train->add_option("--epochs", t.epochs, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--batch-size", t.batch_size, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--steps-per-epoch", t.steps_per_epoch, "steps per epoch (0: the whole training set)")
-      ->check(CLI::NonNegativeNumber);
-  train->add_option("--lr", t.lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  train->add_option("--momentum", t.momentum, "SGD momentum")->check(CLI::Range(0.0f, 0.999999f))->capture_default_str();
-  train->add_option("--weight-decay", t.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
-  train->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
-  train->add_option("--tiles", t.tiles, "batch tiles: tasks per layer and pass")->check(CLI::Range(1, 1024))->capture_default_str();
-  train->add_option("--workers", t.workers, "CPU workers (0: one per core)")->check(CLI::NonNegativeNumber);
-  train->add_option("--scheduler", t.scheduler, "StarPU scheduler (lws, dmdas, prio, ...)")->capture_default_str();
-  train->add_option("--seed", t.seed, "seed of initialisation, shuffling and subsets")->capture_default_str();
-  train->add_option("--trace", t.trace, "write a Chrome trace-event JSON of every task (opens in Perfetto)");
-  train->add_option("--report", t.report, "write a JSON summary of the run");
-  train->add_flag("--quiet", t.quiet, "no summary table and no progress lines");
-  train->add_flag("--no-test", t.no_test, "skip the evaluation on the test set");
-  train->add_option("--allreduce", t.allreduce,
-                    "MPI gradient reduction: overlapped (each bucket as soon as its gradients are final) or "
-                    "blocking (after the whole backward pass)")
-      ->check(CLI::IsMember({"overlapped", "blocking"}))
-      ->capture_default_str();
-  train->add_option("--bucket-mb", t.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  train->add_option("--mpi-timeout", t.mpi_timeout,
-                    "seconds a rank waits for the others before aborting the job (a rank died or hangs)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  train->add_flag("--drop-last", t.drop_last, "drop a last global batch smaller than the others (default: split "
-                                              "it evenly over the ranks)");
-  train->add_option("--fail-rank", t.fail_rank, "fault injection (tests): the rank that fails")->group("");
-  train->add_option("--fail-step", t.fail_step, "fault injection (tests): before this global step")->group("");
-  train->add_option("--fail-mode", t.fail_mode, "fault injection (tests): kill or hang")
-      ->check(CLI::IsMember({"kill", "hang"}))
-      ->group("");
+  add_train_options(train, t);
+
+  TrainArgs b;
+  b.dataset = "synthetic";
+  b.epochs = 2;
+  b.steps_per_epoch = 20;
+  CLI::App* bench = app.add_subcommand("benchmark", "training throughput (images/s after a warm-up epoch), by "
+                                                    "default on synthetic data of the model's input shape");
+  add_train_options(bench, b);
+
+  RunArgs e;
+  std::string checkpoint;
+  CLI::App* eval = app.add_subcommand("evaluate", "test accuracy, top-5, loss, MSE and MAE of a checkpoint");
+  add_run_options(eval, e);
+  eval->add_option("--checkpoint", checkpoint, "checkpoint file, or a directory (its newest)")->required();
 
   CLI::App* models = app.add_subcommand("models", "list the model zoo");
   std::string summary_model = "simplecnn";
   CLI::App* summary = app.add_subcommand("summary", "print a model's layers, output shapes and parameters");
   summary->add_option("model", summary_model, "model name")->capture_default_str();
 
+  std::string convert_dataset = "fashion-mnist", convert_dir, convert_output;
+  CLI::App* convert = app.add_subcommand("convert", "write a dataset as an HDF5 file (uint8 NHWC, chunked)");
+  convert->add_option("--dataset", convert_dataset, "fashion-mnist, mnist, cifar10 or cifar100")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "cifar100"}))
+      ->capture_default_str();
+  convert->add_option("--data-dir", convert_dir, "folder of the IDX or CIFAR files");
+  convert->add_option("--output", convert_output, "the HDF5 file to write")->required();
+
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
+  } catch (const CLI::ParseError& err) {
+    const int rc = app.exit(err);
     return rc == 0 ? 0 : 2;
   }
   try {
-    if (*train) return run_train(t);
+    if (*train) return run_train(t, 0);
+    if (*bench) return run_train(b, 1);
+    if (*eval) return run_evaluate(e, checkpoint);
     if (*models) return run_models();
     if (*summary) return run_summary(summary_model);
-  } catch (const InvalidArgument& e) {
-    fmt::print(stderr, "dtnn: error: {}\n", e.what());
+    if (*convert) return run_convert(convert_dataset, convert_dir, convert_output);
+  } catch (const InvalidArgument& err) {
+    fmt::print(stderr, "dtnn: error: {}\n", err.what());
     return 2;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "dtnn: error: {}\n", e.what());
+  } catch (const std::exception& err) {
+    fmt::print(stderr, "dtnn: error: {}\n", err.what());
     return 1;
   }
   return 0;

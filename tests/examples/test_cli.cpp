@@ -138,7 +138,16 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"train --scheduler fastest --dataset synthetic", 2, "unknown scheduler 'fastest'"},
                       BadInput{"train --dataset mnist", 2, "--data-dir: required for --dataset mnist"},
                       BadInput{"train --dataset mnist --data-dir /nonexistent-dtnn", 1, "/nonexistent-dtnn"},
-                      BadInput{"", 2, "subcommand"}));
+                      BadInput{"", 2, "subcommand"},
+                      BadInput{"train --optimizer sgdx", 2, "--optimizer"},
+                      BadInput{"train --monitor f1", 2, "--monitor"},
+                      BadInput{"train --validation-split 1.5", 2, "--validation-split"},
+                      BadInput{"train --dataset synthetic --optimizer adam --momentum 0.5", 2,
+                               "momentum=0.5 given for adam"},
+                      BadInput{"train --dataset synthetic --resume /nonexistent-dtnn/ckpt.h5", 1,
+                               "/nonexistent-dtnn/ckpt.h5"},
+                      BadInput{"evaluate --dataset synthetic", 2, "--checkpoint"},
+                      BadInput{"train --dataset h5", 2, "--data-file: required"}));
 
 CliRun mpirun(const std::string& args) {
   return dtnn_with_prefix("mpirun --oversubscribe --allow-run-as-root " + args);
@@ -185,6 +194,69 @@ TEST(CliMpiTest, HungRankMakesTheOtherAbortAfterTheTimeout) {
   EXPECT_NE(r.output.find("did not complete within 3 s (--mpi-timeout): rank 1 died or hangs"), std::string::npos)
       << r.output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST(CliTest, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
+  const std::string run = "train --dataset synthetic --synthetic-samples 320 --batch-size 32 --seed 5 --quiet "
+                          "--no-test --optimizer adam --lr 0.001 ";
+  const fs::path full = temp_path("full.json"), resumed = temp_path("resumed.json"), dir = temp_path("ckpts");
+  fs::remove_all(dir);
+  ASSERT_EQ(dtnn(run + "--epochs 2 --report " + full.string()).status, 0);
+  const CliRun first = dtnn(run + "--epochs 1 --checkpoint-dir " + dir.string());
+  ASSERT_EQ(first.status, 0) << first.output;
+  const CliRun second = dtnn(run + "--epochs 2 --resume " + dir.string() + " --report " + resumed.string());
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_EQ(read_json(full).at("weights_checksum"), read_json(resumed).at("weights_checksum"));
+  const CliRun eval = dtnn("evaluate --dataset synthetic --synthetic-samples 320 --seed 5 --checkpoint " +
+                           dir.string());
+  EXPECT_EQ(eval.status, 0) << eval.output;
+  EXPECT_NE(eval.output.find("accuracy"), std::string::npos) << eval.output;
+  const CliRun wrong = dtnn(run + "--model simplemlp --epochs 2 --resume " + dir.string());
+  EXPECT_EQ(wrong.status, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("checkpoint of model 'simplecnn', expected 'simplemlp'"), std::string::npos)
+      << wrong.output;
+  fs::remove_all(dir);
+  fs::remove(full);
+  fs::remove(resumed);
+}
+
+TEST(CliTest, HistoryIsWrittenAsCsvOrJson) {
+  const fs::path csv = temp_path("history.csv"), json = temp_path("history.json");
+  const std::string run = "train --dataset synthetic --synthetic-samples 128 --batch-size 32 --epochs 2 --quiet "
+                          "--validation-split 0.25 --history ";
+  ASSERT_EQ(dtnn(run + csv.string()).status, 0);
+  ASSERT_EQ(dtnn(run + json.string()).status, 0);
+  std::ifstream in(csv);
+  std::string header, line1, line2;
+  std::getline(in, header);
+  std::getline(in, line1);
+  std::getline(in, line2);
+  EXPECT_EQ(header.rfind("epoch,loss,accuracy,top5_accuracy,mse,mae,val_loss,val_accuracy", 0), 0u) << header;
+  EXPECT_EQ(line2.rfind("2,", 0), 0u) << line2;
+  const auto doc = read_json(json);
+  ASSERT_EQ(doc.size(), 2u);
+  EXPECT_TRUE(doc[1].contains("val_accuracy"));
+  fs::remove(csv);
+  fs::remove(json);
+}
+
+TEST(CliTest, ConvertedHdf5DatasetTrains) {
+  const auto dir = std::filesystem::path("/usr/share/datasets/fashion-mnist");
+  if (!fs::exists(dir)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const fs::path h5 = temp_path("fmnist.h5");
+  const CliRun convert = dtnn("convert --dataset fashion-mnist --output " + h5.string());
+  ASSERT_EQ(convert.status, 0) << convert.output;
+  const CliRun train = dtnn("train --dataset h5 --data-file " + h5.string() +
+                            " --steps-per-epoch 20 --batch-size 32 --quiet");
+  EXPECT_EQ(train.status, 0) << train.output;
+  EXPECT_NE(train.output.find("Test accuracy"), std::string::npos) << train.output;
+  fs::remove(h5);
+}
+
+TEST(CliTest, BenchmarkReportsThroughput) {
+  const CliRun r = dtnn("benchmark --model simplemlp --steps-per-epoch 5 --quiet");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("images/s without the first epoch"), std::string::npos) << r.output;
 }
 
 TEST(CliTest, ModelsAndSummaryList) {
