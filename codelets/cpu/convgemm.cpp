@@ -75,7 +75,7 @@ class AlignedFloats {
  public:
   float* reserve(size_t count) {
     if (count > capacity_) {
-      data_.reset(static_cast<float*>(::operator new(count * sizeof(float), std::align_val_t{64})));
+      data_.reset(static_cast<float*>(::operator new (count * sizeof(float), std::align_val_t{64})));
       capacity_ = count;
     }
     return data_.get();
@@ -83,7 +83,7 @@ class AlignedFloats {
 
  private:
   struct Release {
-    void operator()(float* p) const { ::operator delete(p, std::align_val_t{64}); }
+    void operator()(float* p) const { ::operator delete (p, std::align_val_t{64}); }
   };
   std::unique_ptr<float, Release> data_;
   size_t capacity_ = 0;
@@ -100,15 +100,16 @@ Workspace& workspace() {
 
 // ---- The five-loop GEMM driver ----
 //
-// The driver computes C = U^T-side x V-side products in the coordinates of the caller: u indexes the free
-// dimension that is contiguous in the caller's output, v the other one, and the reduction runs over k. It maps
-// (u, v) onto the micro-kernel's (MR, NR) sides according to the kernel's preferred storage of C.
+// The driver computes C(u, v) = sum over k of U(u, k) V(v, k) in the coordinates of the caller: u indexes the
+// free dimension that is contiguous in the caller's output, v the other. It puts u on the side of the micro-kernel
+// (MR or NR) along which the kernel stores C with unit stride, and loops as BLIS does: NC, KC (packing a block of
+// the NR-side operand), MC (packing a block of the MR-side operand), then NR and MR micro-tiles.
 //
 // A packer fills micro-panels: pack(f0, fb, p0, pb, out) writes free indices [f0, f0 + fb) over the reduction
 // range [p0, p0 + pb) as ceil(fb / out.width) micro-panels, element (f, p) of the block at out.column(f)[p *
 // out.width]; free indices past fb in the last panel are zero.
 
-// Where a packer writes: micro-panels of width free indices, stride floats apart.
+// Where a packer writes: micro-panels of `width` free indices, `stride` floats apart.
 struct Panels {
   float* base;
   int width;
@@ -116,8 +117,7 @@ struct Panels {
   [[nodiscard]] float* column(dim_t f) const { return base + f / width * stride + f % width; }
 };
 
-dim_t panel_stride(dim_t width, dim_t kb) { return width * kb; }
-
+// One micro-tile, handed to the epilogue once per KC block.
 struct MicroTile {
   dim_t u0, v0;      // first u and v of the tile
   dim_t mu, mv;      // extents, below the panel widths at the edges
@@ -136,6 +136,7 @@ struct MicroTile {
     }
   }
 
+  // Set by the driver for compute().
   const MicroKernel* mk;
   dim_t kb;
   float* a;
@@ -160,8 +161,8 @@ void gemm(const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV
   const dim_t kc = std::min(bs.kc, k);
   const dim_t a_panels = (std::min(bs.mc, m) + bs.mr - 1) / bs.mr;
   const dim_t b_panels = (std::min(bs.nc, n) + bs.nr - 1) / bs.nr;
-  float* const a_block = ws.a.reserve(static_cast<size_t>(a_panels * panel_stride(bs.mr, kc)));
-  float* const b_block = ws.b.reserve(static_cast<size_t>(b_panels * panel_stride(bs.nr, kc)));
+  float* const a_block = ws.a.reserve(static_cast<size_t>(a_panels * bs.mr * kc));
+  float* const b_block = ws.b.reserve(static_cast<size_t>(b_panels * bs.nr * kc));
   auxinfo_t aux{};
   MicroTile t{};
   t.mk = &mk;
@@ -173,8 +174,8 @@ void gemm(const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV
     const dim_t nb = std::min(bs.nc, n - jc);
     for (dim_t pc = 0; pc < k; pc += bs.kc) {
       const dim_t kb = std::min(bs.kc, k - pc);
-      const Panels b_out{b_block, static_cast<int>(bs.nr), panel_stride(bs.nr, kb)};
-      const Panels a_out{a_block, static_cast<int>(bs.mr), panel_stride(bs.mr, kb)};
+      const Panels b_out{b_block, static_cast<int>(bs.nr), bs.nr * kb};
+      const Panels a_out{a_block, static_cast<int>(bs.mr), bs.mr * kb};
       pack_b(jc, nb, pc, kb, b_out);
       t.kb = kb;
       t.first = pc == 0;
@@ -215,8 +216,8 @@ size_t gemm_pack_bytes(const Blocking& bs, dim_t nu, dim_t nv, dim_t k) {
   const dim_t m = u_is_m ? nu : nv;
   const dim_t n = u_is_m ? nv : nu;
   const dim_t kc = std::min(bs.kc, k);
-  const dim_t floats = (std::min(bs.mc, m) + bs.mr - 1) / bs.mr * panel_stride(bs.mr, kc) +
-                       (std::min(bs.nc, n) + bs.nr - 1) / bs.nr * panel_stride(bs.nr, kc);
+  const dim_t floats =
+      (std::min(bs.mc, m) + bs.mr - 1) / bs.mr * bs.mr * kc + (std::min(bs.nc, n) + bs.nr - 1) / bs.nr * bs.nr * kc;
   return static_cast<size_t>(floats) * sizeof(float);
 }
 
@@ -355,7 +356,7 @@ struct Tap {
   }
 };
 
-// GCC and Clang vector extension: 4 floats, portable across instruction sets.
+// GCC (12 and later, for __builtin_shufflevector) and Clang vector extension: 4 floats on any instruction set.
 using Float4 = float __attribute__((vector_size(16)));
 
 Float4 load4(const float* p) {
@@ -366,8 +367,8 @@ Float4 load4(const float* p) {
 
 void store4(float* p, Float4 v) { std::memcpy(p, &v, sizeof v); }
 
-// Copies and fills of runs, which are short (2 to a few dozen floats): explicit 4-float moves, because the
-// library call a compiler would turn a plain loop into costs more than the move itself.
+// Copies and fills of runs, which are short (2 to a few dozen floats): explicit 4-float moves, because a call to
+// memcpy, which a compiler makes of a plain copy loop, costs more than such a short move.
 [[gnu::always_inline]] inline void copy_floats(const float* in, int count, float* out) {
   int t = 0;
   for (; t + 4 <= count; t += 4) {
@@ -482,8 +483,8 @@ void transpose_into(const float* src, size_t ld, int rows, dim_t cols, float* ds
 // Output pixels of a block that lie in one micro-panel and in one output row of one sample (im2col sources) or
 // one sample plane (plain NCHW sources).
 struct BlockRun {
-  float* dst;        // the run's first column in its micro-panel (pixel-free packers)
-  int offset;        // the run's first pixel, from the start of the block
+  float* dst;  // the run's first column in its micro-panel (pixel-free packers)
+  int offset;  // the run's first pixel, from the start of the block
   int count;
   const float* src;  // channel 0 of the run's sample
   int iy0, ix0;      // input coordinates of the first pixel at kernel offset (0, 0) (output-row runs)
@@ -518,7 +519,8 @@ ShiftedTap shifted_tap(const Geom& g, const Tap& tap) {
 }
 
 // out[0, run.count) = the run's pixels of the shifted plane of channel `channel` (an offset into run.src).
-[[gnu::always_inline]] inline void copy_shifted(const BlockRun& run, size_t channel, const ShiftedTap& tap, int ow, float* out) {
+[[gnu::always_inline]] inline void copy_shifted(const BlockRun& run, size_t channel, const ShiftedTap& tap, int ow,
+                                                float* out) {
   const int a = std::clamp(tap.lo - run.pixel, 0, run.count);
   const int b = std::clamp(tap.hi - run.pixel, a, run.count);
   zero_floats(out, a);
@@ -562,8 +564,7 @@ void im2col_runs(const Geom& g, const float* xg, dim_t q0, dim_t qb, dim_t cut, 
     for_each_run(g, q0 + start, std::min(cut, qb - start), [&](const Run& run) {
       const int ix0 = run.ox * g.stride_w - g.pad_left;
       runs.push_back({nullptr, static_cast<int>(start) + run.offset, run.count,
-                      xg + static_cast<size_t>(run.sample) * g.x_sample, run.oy * g.stride_h - g.pad_top, ix0, 0,
-                      0});
+                      xg + static_cast<size_t>(run.sample) * g.x_sample, run.oy * g.stride_h - g.pad_top, ix0, 0, 0});
       for (int ks = 0; ks < g.s; ++ks) {
         cols.push_back(valid_run(ix0 + ks * g.dil_w, g.stride_w, g.w, run.count));
       }
@@ -610,8 +611,8 @@ void pack_im2col_pixels(const Geom& g, const float* xg, dim_t q0, dim_t qb, dim_
         if (iy < 0 || iy >= g.h) {
           zero_floats(to, run.count);
         } else {
-          gather<decltype(stride)::value>(run.src + channel + static_cast<size_t>(iy) * g.w, run.ix0 + dx,
-                                          g.stride_w, *col, run.count, to);
+          gather<decltype(stride)::value>(run.src + channel + static_cast<size_t>(iy) * g.w, run.ix0 + dx, g.stride_w,
+                                          *col, run.count, to);
         }
         col += g.s;
       }
@@ -643,27 +644,28 @@ void pack_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t 
           copy_shifted(run, channel, window, g.ow, gathered + static_cast<size_t>(i) * qb + run.offset);
         }
       }
-    } else with_stride(g.stride_w, [&](auto stride) {
-      Tap tap(g, f0 + pan);
-      for (int i = 0; i < cnt; ++i, tap.next(g)) {
-        const size_t channel = static_cast<size_t>(tap.ci) * g.in_plane;
-        const int dy = tap.kr * g.dil_h;
-        const int dx = tap.ks * g.dil_w;
-        const Range* col = cols.data() + tap.ks;
-        float* row_out = gathered + static_cast<size_t>(i) * static_cast<size_t>(qb);
-        for (const BlockRun& run : runs) {
-          float* to = row_out + run.offset;
-          const int iy = run.iy0 + dy;
-          if (iy < 0 || iy >= g.h) {
-            zero_floats(to, run.count);
-          } else {
-            gather<decltype(stride)::value>(run.src + channel + static_cast<size_t>(iy) * g.w, run.ix0 + dx,
-                                            g.stride_w, *col, run.count, to);
+    } else
+      with_stride(g.stride_w, [&](auto stride) {
+        Tap tap(g, f0 + pan);
+        for (int i = 0; i < cnt; ++i, tap.next(g)) {
+          const size_t channel = static_cast<size_t>(tap.ci) * g.in_plane;
+          const int dy = tap.kr * g.dil_h;
+          const int dx = tap.ks * g.dil_w;
+          const Range* col = cols.data() + tap.ks;
+          float* row_out = gathered + static_cast<size_t>(i) * static_cast<size_t>(qb);
+          for (const BlockRun& run : runs) {
+            float* to = row_out + run.offset;
+            const int iy = run.iy0 + dy;
+            if (iy < 0 || iy >= g.h) {
+              zero_floats(to, run.count);
+            } else {
+              gather<decltype(stride)::value>(run.src + channel + static_cast<size_t>(iy) * g.w, run.ix0 + dx,
+                                              g.stride_w, *col, run.count, to);
+            }
+            col += g.s;
           }
-          col += g.s;
         }
-      }
-    });
+      });
     float* panel = out.column(pan);
     transpose_into(gathered, static_cast<size_t>(qb), cnt, qb, panel, out.width);
     zero_columns(panel, cnt, out.width, qb);
@@ -697,8 +699,7 @@ void pack_nchw_channels(const float* t, size_t sample_stride, size_t plane, dim_
     float* panel = out.column(pan);
     for (const BlockRun& run : runs) {
       transpose_into(run.src + static_cast<size_t>(f0 + pan) * plane + static_cast<size_t>(run.pixel), plane, cnt,
-                     run.count,
-                     panel + static_cast<dim_t>(run.offset) * out.width, out.width);
+                     run.count, panel + static_cast<dim_t>(run.offset) * out.width, out.width);
     }
     zero_columns(panel, cnt, out.width, qb);
   }
@@ -830,8 +831,8 @@ void scatter_add(const Geom& g, const MicroTile& t, float* dxg) {
           continue;
         }
         float* row = dxs + static_cast<size_t>(tap.ci) * g.in_plane + static_cast<size_t>(iy) * g.w;
-        add_to_row<decltype(stride)::value>(t.buffer + run.offset + v * t.buffer_ld, row, ix0 + tap.ks * g.dil_w, g.stride_w,
-                           cols[tap.ks]);
+        add_to_row<decltype(stride)::value>(t.buffer + run.offset + v * t.buffer_ld, row, ix0 + tap.ks * g.dil_w,
+                                            g.stride_w, cols[tap.ks]);
       }
     });
   });
@@ -933,12 +934,12 @@ void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, 
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
     const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
-    const NchwOutput out{y + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane, g.y_sample, g.plane,
-                         b != nullptr ? b + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) : nullptr, relu};
+    const NchwOutput yg{y + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane, g.y_sample, g.plane,
+                        b != nullptr ? b + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) : nullptr, relu};
     const auto pack_weights = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
       pack_matrix_rows(wg, g.crs, f0, fb, p0, pb, out);
     };
-    const auto store = [&](const MicroTile& t) { store_nchw(t, out); };
+    const auto store = [&](const MicroTile& t) { store_nchw(t, yg); };
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
       gemm(
@@ -979,8 +980,8 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
   const auto zero_dx_through = [&](dim_t last_pixel) {
     const dim_t sample = last_pixel / static_cast<dim_t>(g.plane);
     if (sample >= zeroed_samples) {
-      std::fill(dx + static_cast<size_t>(zeroed_samples) * g.x_sample, dx + static_cast<size_t>(sample + 1) * g.x_sample,
-                0.0f);
+      std::fill(dx + static_cast<size_t>(zeroed_samples) * g.x_sample,
+                dx + static_cast<size_t>(sample + 1) * g.x_sample, 0.0f);
       zeroed_samples = sample + 1;
     }
   };
@@ -997,8 +998,8 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
     };
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
-      const NchwOutput out{dxg, g.x_sample, g.in_plane, nullptr, 0};
-      gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, out); });
+      const NchwOutput dx_out{dxg, g.x_sample, g.in_plane, nullptr, 0};
+      gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, dx_out); });
     } else {
       gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) {
         zero_dx_through(t.u0 + t.mu - 1);
@@ -1066,7 +1067,9 @@ std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {
   const Blocking bs = default_blocking();
   const size_t fwd = gemm_pack_bytes(bs, g.npix, g.kg, crs);
   const size_t bwd_data = gemm_pack_bytes(whole_reduction_blocking(g.kg), g.npix, crs, g.kg);
-  const size_t bwd_weights = gemm_pack_bytes(bs, crs, g.kg, g.npix);
+  // Backward-weights gathers each micro-panel of the transposed im2col matrix row-major before transposing it.
+  const dim_t gathered = g.identity ? 0 : (micro_kernel().contiguous_on_mr ? bs.mr : bs.nr) * std::min(bs.kc, g.npix);
+  const size_t bwd_weights = gemm_pack_bytes(bs, crs, g.kg, g.npix) + static_cast<size_t>(gathered) * sizeof(float);
   const size_t tile = static_cast<size_t>(bs.mr * bs.nr) * sizeof(float);
   return std::max({fwd, bwd_data, bwd_weights}) + tile;
 }

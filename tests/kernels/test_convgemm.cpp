@@ -45,8 +45,8 @@ constexpr double kRtol = 1e-4;
 bool cpu_runs_avx512() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))) {
+  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))) {
     return false;
   }
   unsigned lo = 0, hi = 0;
@@ -112,6 +112,9 @@ std::vector<ConvCase> geometry_cases() {
       {"Stride3Padded", make(3, 2, 13, 12, 2, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1)},
       {"Stride3Pad3", make(2, 5, 14, 13, 7, 5, 5, 3, 3, 3, 3, 3, 3, 1, 1, 1)},
       {"AsymmetricPadding", make(2, 2, 6, 7, 3, 3, 4, 1, 1, 0, 2, 3, 1, 1, 1, 1)},
+      // 'Same' output size with asymmetric padding and dilation: the shifted-plane packing path.
+      {"SameAsymmetricPadding", make(2, 3, 9, 8, 5, 3, 4, 1, 1, 2, 0, 1, 2, 1, 1, 1)},
+      {"SameDilation2Asymmetric", make(2, 4, 7, 9, 3, 3, 3, 1, 1, 1, 3, 3, 1, 2, 2, 1)},
       {"AsymmetricPaddingStride2", make(1, 3, 9, 10, 2, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1)},
       {"Dilation2", make(1, 3, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1)},
       {"MixedStrideDilation", make(2, 2, 11, 9, 3, 3, 2, 2, 1, 1, 3, 0, 2, 1, 2, 1)},
@@ -157,8 +160,8 @@ std::vector<ConvCase> network_cases() {
   add("AlexNetCifar", 384, 4, 256, 3, 1, 1);
   add("AlexNetCifar", 256, 4, 256, 3, 1, 1);
 
-  const int vgg[][3] = {{3, 64, 32},    {64, 64, 32},   {64, 128, 16},  {128, 128, 16}, {128, 256, 8},
-                        {256, 256, 8},  {256, 512, 4},  {512, 512, 4},  {512, 512, 2}};
+  const int vgg[][3] = {{3, 64, 32},   {64, 64, 32},  {64, 128, 16}, {128, 128, 16}, {128, 256, 8},
+                        {256, 256, 8}, {256, 512, 4}, {512, 512, 4}, {512, 512, 2}};
   for (const auto& l : vgg) {
     add("Vgg16Cifar", l[0], l[2], l[1], 3, 1, 1);
   }
@@ -249,8 +252,7 @@ int source_of(int target, int offset, int stride, int extent) {
   return t / stride;
 }
 
-double reference_dx(const Conv2dShape& sh, const std::vector<float>& dy, const std::vector<float>& w,
-                    std::size_t xi) {
+double reference_dx(const Conv2dShape& sh, const std::vector<float>& dy, const std::vector<float>& w, std::size_t xi) {
   const int oh = sh.out_h(), ow = sh.out_w();
   const int cg = sh.c / sh.groups, kg = sh.k / sh.groups;
   const int ix = static_cast<int>(xi % sh.w), iy = static_cast<int>(xi / sh.w % sh.h);
@@ -275,8 +277,7 @@ double reference_dx(const Conv2dShape& sh, const std::vector<float>& dy, const s
   return acc;
 }
 
-double reference_dw(const Conv2dShape& sh, const std::vector<float>& x, const std::vector<float>& dy,
-                    std::size_t wi) {
+double reference_dw(const Conv2dShape& sh, const std::vector<float>& x, const std::vector<float>& dy, std::size_t wi) {
   const int oh = sh.out_h(), ow = sh.out_w();
   const int cg = sh.c / sh.groups, kg = sh.k / sh.groups;
   const int ks = static_cast<int>(wi % sh.s), kr = static_cast<int>(wi / sh.s % sh.r);
