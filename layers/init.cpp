@@ -2,6 +2,8 @@
 #include "layers/init.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <span>
 
 namespace dtnn::init {
 
@@ -17,6 +19,27 @@ void normal(Tensor& t, float mean, float stddev, Rng& rng) {
   for (float& v : access.data()) {
     v = mean + stddev * rng.normal();
   }
+}
+
+void normal_polar(Tensor& t, float mean, float stddev, Rng& rng) {
+  auto access = t.write();
+  const std::span<float> v = access.data();
+  for (std::size_t i = 0; i < v.size(); i += 2) {
+    double a = 0.0, b = 0.0, s = 0.0;
+    do {
+      // Uniform in [-1, 1) with 53 random bits, from the raw draws (the standard's distributions vary by library).
+      a = static_cast<double>(rng.next() >> 11) * 0x1.0p-52 - 1.0;
+      b = static_cast<double>(rng.next() >> 11) * 0x1.0p-52 - 1.0;
+      s = a * a + b * b;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = stddev * std::sqrt(-2.0 * std::log(s) / s);
+    v[i] = mean + static_cast<float>(a * f);
+    if (i + 1 < v.size()) v[i + 1] = mean + static_cast<float>(b * f);
+  }
+}
+
+void kaiming_normal(Tensor& t, std::int64_t fan, Rng& rng) {
+  normal_polar(t, 0.0f, static_cast<float>(std::sqrt(2.0 / static_cast<double>(fan))), rng);
 }
 
 void pytorch_default(Parameter& weight, Parameter* bias, std::int64_t fan_in, Rng& rng) {
