@@ -41,8 +41,8 @@ MaxPool2d::MaxPool2d(MaxPool2dOptions o) : options_(o) {
 
 std::string MaxPool2d::describe() const {
   const auto& p = options_;
-  return fmt::format("{}x{}, stride {}x{}, padding {}x{}", p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_,
-                     p.pad_h_, p.pad_w_);
+  return fmt::format("{}x{}, stride {}x{}, padding {}x{}{}", p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_,
+                     p.pad_h_, p.pad_w_, p.ceil_mode_ ? ", ceil" : "");
 }
 
 Shape MaxPool2d::build(const Shape& in) {
@@ -51,7 +51,8 @@ Shape MaxPool2d::build(const Shape& in) {
   }
   const auto& p = options_;
   shape_ = kernels::cpu::Pool2dShape{1, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
-                                     p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_, p.pad_h_, p.pad_w_};
+                                     p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_, p.pad_h_, p.pad_w_,
+                                     p.ceil_mode_};
   if (in[1] + 2 * p.pad_h_ < p.kernel_h_ || in[2] + 2 * p.pad_w_ < p.kernel_w_ || shape_.out_h() < 1 ||
       shape_.out_w() < 1) {
     throw InvalidArgument(fmt::format("MaxPool2d {}: input {} is smaller than the {}x{} window", name(),

@@ -22,10 +22,13 @@ struct MaxPool2dOptions {
   MaxPool2dOptions& stride(int s) { stride_h_ = stride_w_ = s; return *this; }
   MaxPool2dOptions& stride(int h, int w) { stride_h_ = h; stride_w_ = w; return *this; }
   MaxPool2dOptions& padding(int p) { pad_h_ = pad_w_ = p; return *this; }
+  // PyTorch's ceil_mode: keep a last partial window (torchvision's GoogLeNet pools this way).
+  MaxPool2dOptions& ceil_mode(int on) { ceil_mode_ = on; return *this; }
 
   int kernel_h_, kernel_w_;
   int stride_h_ = 0, stride_w_ = 0;  // 0: the kernel size
   int pad_h_ = 0, pad_w_ = 0;
+  int ceil_mode_ = 0;
 };
 
 class MaxPool2d : public Layer {

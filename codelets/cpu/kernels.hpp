@@ -64,8 +64,17 @@ struct Pool2dShape {
   int kh = 2, kw = 2;
   int stride_h = 2, stride_w = 2;
   int pad_h = 0, pad_w = 0;  // symmetric; padded cells never win a max
-  [[nodiscard]] int out_h() const { return (h + 2 * pad_h - kh) / stride_h + 1; }
-  [[nodiscard]] int out_w() const { return (w + 2 * pad_w - kw) / stride_w + 1; }
+  // 1: PyTorch's ceil_mode: a last, partial window is kept when it starts inside the input or its left padding.
+  int ceil_mode = 0;
+  [[nodiscard]] int out_h() const { return out_size(h, kh, stride_h, pad_h); }
+  [[nodiscard]] int out_w() const { return out_size(w, kw, stride_w, pad_w); }
+  [[nodiscard]] int out_size(int in, int k, int s, int p) const {
+    const int span = in + 2 * p - k;
+    if (!ceil_mode) return span / s + 1;
+    int out = (span + s - 1) / s + 1;
+    if ((out - 1) * s >= in + p) --out;
+    return out;
+  }
 };
 void maxpool2d_fwd(const Pool2dShape& sh, const float* x, float* y);
 // Routes dy to the first position (row-major within the window) holding the maximum of x; dx is overwritten.

@@ -61,7 +61,8 @@ inline int argmax2x2(const float* r0, const float* r1, int j) {
 }
 
 bool is_plain_2x2(const Pool2dShape& sh) {
-  return sh.kh == 2 && sh.kw == 2 && sh.stride_h == 2 && sh.stride_w == 2 && sh.pad_h == 0 && sh.pad_w == 0;
+  return sh.kh == 2 && sh.kw == 2 && sh.stride_h == 2 && sh.stride_w == 2 && sh.pad_h == 0 && sh.pad_w == 0 &&
+         2 * sh.out_h() <= sh.h && 2 * sh.out_w() <= sh.w;  // ceil mode's partial windows take the general path
 }
 
 }  // namespace

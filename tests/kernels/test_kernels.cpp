@@ -213,6 +213,28 @@ TEST(ReluKernelTest, WorksInPlace) {
 // ---------------------------------------------------------------------------------------------------------------
 // Max pooling
 
+Pool2dShape ceil_mode(Pool2dShape sh) {
+  sh.ceil_mode = 1;
+  return sh;
+}
+
+TEST(PoolShapeTest, CeilModeKeepsALastPartialWindowLikePyTorch) {
+  Pool2dShape sh;
+  sh.h = sh.w = 112;
+  sh.kh = sh.kw = 3;
+  sh.stride_h = sh.stride_w = 2;
+  EXPECT_EQ(sh.out_h(), 55);
+  sh.ceil_mode = 1;
+  EXPECT_EQ(sh.out_h(), 56);  // torchvision GoogLeNet's maxpool1: 112 -> 56
+  sh.h = 7;
+  sh.kh = 2;
+  EXPECT_EQ(sh.out_h(), 4);
+  sh.h = 5;
+  sh.kh = 3;
+  sh.pad_h = 1;  // the window starting at 4 would start in the right padding: dropped
+  EXPECT_EQ(sh.out_h(), 3);
+}
+
 Pool2dShape pool_shape(int n, int c, int h, int w, int kh, int kw, int stride, int pad) {
   Pool2dShape sh;
   sh.n = n;
@@ -304,7 +326,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPoolKernelTest,
                                            PoolCase{"K3S2Pad1OddSize", pool_shape(3, 1, 7, 7, 3, 3, 2, 1)},
                                            PoolCase{"K3S1Pad1Overlapping", pool_shape(1, 2, 5, 6, 3, 3, 1, 1)},
                                            PoolCase{"K2x3S1", pool_shape(1, 1, 4, 5, 2, 3, 1, 0)},
-                                           PoolCase{"GlobalWindow", pool_shape(2, 2, 3, 3, 3, 3, 1, 0)}),
+                                           PoolCase{"GlobalWindow", pool_shape(2, 2, 3, 3, 3, 3, 1, 0)},
+                                           PoolCase{"K3S2Ceil", ceil_mode(pool_shape(2, 2, 8, 8, 3, 3, 2, 0))},
+                                           PoolCase{"K2S2CeilOddSize", ceil_mode(pool_shape(1, 2, 7, 9, 2, 2, 2, 0))}),
                          [](const ::testing::TestParamInfo<PoolCase>& info) { return std::string(info.param.name); });
 
 TEST(MaxPoolKernelTest, TiesGoToTheFirstPositionInRowMajorOrder) {
