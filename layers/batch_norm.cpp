@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "codelets/batch_norm.hpp"
+#include "codelets/copy.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/errors.hpp"
 
@@ -75,6 +76,15 @@ void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const Tensor* gamma = weight_ != nullptr ? &weight_->value : nullptr;
   const Tensor* beta = bias_ != nullptr ? &bias_->value : nullptr;
   const int c = channels_;
+  if (folded_) {
+    if (ctx.training) {
+      throw InvalidArgument(fmt::format("BatchNorm2d {}: folded into its convolution for inference, expected no "
+                                        "training afterwards",
+                                        name()));
+    }
+    for (int t = 0; t < x.tiles(); ++t) codelets::submit_copy(tag, "fwd", x, y, t);
+    return;
+  }
   if (!ctx.training) {
     for (int t = 0; t < x.tiles(); ++t) {
       codelets::submit_batch_norm_infer_fwd(tag, c, options_.eps_, x, running_mean_->value, running_var_->value,

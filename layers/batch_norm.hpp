@@ -51,6 +51,11 @@ class BatchNorm2d : public Layer {
   // convolution for inference. Waits for the tasks that update the statistics.
   void folded_scale_shift(std::vector<float>& scale, std::vector<float>& shift) const;
 
+  // After its statistics were folded into the preceding convolution (models/fusion.hpp): inference passes the
+  // input through unchanged; training is refused.
+  void mark_folded() { folded_ = 1; }
+  [[nodiscard]] int folded() const { return folded_; }
+
   [[nodiscard]] Tensor& running_mean() { return running_mean_->value; }
   [[nodiscard]] Tensor& running_var() { return running_var_->value; }
   [[nodiscard]] Tensor& num_batches_tracked() { return batches_->value; }
@@ -67,6 +72,7 @@ class BatchNorm2d : public Layer {
   Buffer* running_mean_ = nullptr;
   Buffer* running_var_ = nullptr;
   Buffer* batches_ = nullptr;
+  int folded_ = 0;
 };
 
 }  // namespace dtnn

@@ -60,6 +60,15 @@ std::vector<Layer*> Block::children() {
   return out;
 }
 
+std::vector<std::vector<Layer*>> Block::paths() {
+  std::vector<std::vector<Layer*>> out;
+  for (Path& p : paths_) {
+    out.emplace_back();
+    for (auto& entry : p.layers_) out.back().push_back(entry.second.get());
+  }
+  return out;
+}
+
 std::int64_t Block::parameter_count() const {
   std::int64_t n = Layer::parameter_count();
   for (const Path& p : paths_) {

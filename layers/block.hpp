@@ -66,6 +66,8 @@ class Block : public Layer {
   [[nodiscard]] std::string describe() const override;
   void set_name(std::string name) override;
   [[nodiscard]] std::vector<Layer*> children() override;
+  // The layers of each path, in order (for passes over consecutive layers, such as BatchNorm folding).
+  [[nodiscard]] std::vector<std::vector<Layer*>> paths();
   [[nodiscard]] std::int64_t parameter_count() const override;
   void prepare_tiles(int tiles) override;
   Shape build(const Shape& sample_input) override;

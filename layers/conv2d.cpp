@@ -127,6 +127,29 @@ void Conv2d::reset_parameters(Rng& rng) {
                         rng);
 }
 
+void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift) {
+  const auto k = static_cast<std::size_t>(options_.out_);
+  if (scale.size() != k || shift.size() != k) {
+    throw InvalidArgument(fmt::format("Conv2d {}: folding {} scales and {} shifts, expected {} (output channels)",
+                                      name(), scale.size(), shift.size(), k));
+  }
+  {
+    auto w = weight_->value.read_write();
+    const std::size_t per_channel = w.data().size() / k;
+    for (std::size_t c = 0; c < k; ++c) {
+      for (std::size_t i = 0; i < per_channel; ++i) w[static_cast<std::int64_t>(c * per_channel + i)] *= scale[c];
+    }
+  }
+  if (bias_ == nullptr) {
+    bias_ = &add_parameter("bias", {options_.out_});
+    options_.bias_ = 1;
+  }
+  auto b = bias_->value.read_write();
+  for (std::size_t c = 0; c < k; ++c) {
+    b[static_cast<std::int64_t>(c)] = b[static_cast<std::int64_t>(c)] * scale[c] + shift[c];
+  }
+}
+
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   const codelets::ConvAlgorithm algorithm = resolve(x);

@@ -57,6 +57,9 @@ class Conv2d : public Layer {
   [[nodiscard]] std::string algorithm() const;
   // The variant of every later pass (auto measures again at the next batch).
   void set_variant(ConvVariant v);
+  // Inference folding of a following per-channel affine map (BatchNorm): w[k] *= scale[k], b[k] = b[k] * scale[k]
+  // + shift[k] (a bias is created when the layer had none). Waits for the tasks that use the weights.
+  void fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift);
   [[nodiscard]] Parameter& weight() { return *weight_; }
   [[nodiscard]] Parameter* bias() { return bias_; }
 
