@@ -33,6 +33,7 @@ void on_task_end(void* arg) {
   }
   TraceEvent e;
   e.name = task->name != nullptr ? task->name : "task";
+  e.codelet = task->cl != nullptr && task->cl->name != nullptr ? task->cl->name : "";
   e.tile = pending.tile;
   e.flops = task->flops;
   e.worker = task->profiling_info->workerid;
@@ -69,7 +70,7 @@ void Tracer::record(std::string name, int tile, double flops, double start_us, d
   if (!g_active) {
     return;
   }
-  TraceEvent e{std::move(name), tile, flops, kCommRow, start_us, end_us};
+  TraceEvent e{std::move(name), "mpi_allreduce", tile, flops, kCommRow, start_us, end_us};
   std::lock_guard lock(g_mutex);
   g_events.push_back(std::move(e));
 }
@@ -89,7 +90,7 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
   nlohmann::json trace_events = nlohmann::json::array();
   std::vector<int> workers;
   for (const TraceEvent& e : events) {
-    nlohmann::json args = {{"flops", e.flops}};
+    nlohmann::json args = {{"flops", e.flops}, {"codelet", e.codelet}};
     if (e.tile >= 0) {
       args["tile"] = e.tile;
     }

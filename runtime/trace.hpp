@@ -14,6 +14,7 @@ namespace dtnn::runtime {
 
 struct TraceEvent {
   std::string name;
+  std::string codelet;  // the implementation that ran, e.g. "conv2d_fwd_convgemm"
   int tile = -1;
   double flops = 0.0;
   int worker = -1;

@@ -101,11 +101,14 @@ TEST(CliTest, TraceHasTasksOfEveryPassOnEveryWorker) {
   fs::remove(trace);
   std::set<int> workers;
   std::set<std::string> names;
+  std::set<std::string> codelets;
   for (const auto& e : doc.at("traceEvents")) {
     if (e.at("ph") != "X") continue;
     workers.insert(e.at("tid").get<int>());
     names.insert(e.at("name").get<std::string>());
+    codelets.insert(e.at("args").at("codelet").get<std::string>());
   }
+  EXPECT_TRUE(codelets.count("conv2d_fwd_convgemm")) << "the convolution algorithm shows in the trace";
   EXPECT_EQ(workers.size(), 2u);
   for (const char* name : {"0:fwd", "0:bwd_weights", "3:bwd_data", "9:fwd", "loss:fwd_bwd", "0.weight:tile_sum",
                            "0.weight:update", "data:load"}) {
