@@ -428,10 +428,14 @@ std::vector<float> predict(Sequential& model, const io::Dataset& data, const Eva
     auto logits = s.acts.back().read();
     for (std::int64_t i = 0; i < s.rows; ++i) {
       const float* z = logits.data().data() + i * classes;
+      float* p = probabilities.data() + (first + i) * static_cast<std::int64_t>(classes);
+      if (options.logits_) {
+        std::copy(z, z + classes, p);
+        continue;
+      }
       const double m = *std::max_element(z, z + classes);
       double sum = 0.0;
       for (std::size_t c = 0; c < classes; ++c) sum += std::exp(z[c] - m);
-      float* p = probabilities.data() + (first + i) * static_cast<std::int64_t>(classes);
       for (std::size_t c = 0; c < classes; ++c) p[c] = static_cast<float>(std::exp(z[c] - m) / sum);
     }
   });

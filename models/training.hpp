@@ -117,6 +117,8 @@ struct FitOptions {
 struct EvalOptions {
   EvalOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
   EvalOptions& loss(codelets::LossKind k) { loss_ = k; return *this; }
+  // predict(): 1 returns the raw logits instead of the probabilities.
+  EvalOptions& logits(int on) { logits_ = on; return *this; }
   EvalOptions& tiles(int n) { tiles_ = n; return *this; }
   // Each rank evaluates its share of the data; the results are summed over the ranks.
   EvalOptions& mpi(const runtime::Mpi* m) { mpi_ = m; return *this; }
@@ -124,6 +126,7 @@ struct EvalOptions {
   int tiles_ = 2;
   const runtime::Mpi* mpi_ = nullptr;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
+  int logits_ = 0;
 };
 
 struct EvalResult {
@@ -140,7 +143,8 @@ struct EvalResult {
 History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& options,
             const io::Dataset* validation = nullptr);
 EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
-// Class probabilities (softmax of the logits), [data.size(), classes] row-major.
+// Class probabilities (softmax of the logits; the logits themselves with options.logits(1)),
+// [data.size(), classes] row-major.
 std::vector<float> predict(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
 
 }  // namespace dtnn
