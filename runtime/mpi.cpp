@@ -78,7 +78,7 @@ std::string Mpi::peers() const {
   return size_ == 2 ? "rank " + others : "one of ranks " + others;
 }
 
-void Mpi::wait(MPI_Request& request, const std::string& what) const {
+void Mpi::wait(MPI_Request& request, const std::string& what, int max_pause_us) const {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s_);
   int done = 0;
   auto pause = std::chrono::microseconds(20);
@@ -91,7 +91,7 @@ void Mpi::wait(MPI_Request& request, const std::string& what) const {
     }
     // Poll quickly at first (collectives usually finish in microseconds), then back off to spare the core.
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+    pause = std::min(pause * 2, std::chrono::microseconds(max_pause_us));
   }
 }
 

@@ -37,7 +37,9 @@ class Mpi {
 
   // Completes a request, polling; aborts the whole job with a message naming this rank and `what` when the
   // other ranks do not answer within the time-out.
-  void wait(MPI_Request& request, const std::string& what) const;
+  // max_pause_us bounds the sleep between two tests: Open MPI progresses a collective only inside MPI calls, so
+  // large reductions want frequent tests.
+  void wait(MPI_Request& request, const std::string& what, int max_pause_us = 2000) const;
   [[noreturn]] void abort(const std::string& message) const;
   // "rank 1" in a world of two, "one of ranks 0, 2, 3" in larger ones: who may have failed, seen from here.
   [[nodiscard]] std::string peers() const;

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Training throughput of dtnn and PyTorch on the same models, side by side in one run.
+
+For each model, both train the same architecture at the same batch size and thread count with SGD + momentum
+for the same number of steps; each run's first epoch is a warm-up and is not timed. Runs alternate between
+the two so that machine noise hits both; medians are reported with the ratio dtnn / PyTorch.
+
+  bench/compare_pytorch.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10] [--runs 3] [--steps 20]
+                           [--batch 64] [--threads 2] [--data synthetic|real] [--json FILE]
+
+--data real trains simplecnn on Fashion-MNIST (the other models always use synthetic data of CIFAR shape).
+PyTorch's CPU back end is Debian's python3-torch (oneDNN convolutions); OPENBLAS_CORETYPE is left as the
+machine sets it and printed.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+TORCH_CHILD = r"""
+import sys, time, gzip, numpy as np, torch, torch.nn as nn
+model_name, steps, batch, threads, data = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+
+def vgg16():
+    cfg = [64, 64, 'M', 128, 128, 'M', 256, 256, 256, 'M', 512, 512, 512, 'M', 512, 512, 512, 'M']
+    layers, c = [], 3
+    for v in cfg:
+        if v == 'M':
+            layers.append(nn.MaxPool2d(2))
+        else:
+            layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU()]
+            c = v
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(512, 10))
+
+class Basic(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(y)) + self.shortcut(x))
+
+def resnet18():
+    layers, c = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()], 64
+    for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        layers += [Basic(c, cout, stride), Basic(cout, cout, 1)]
+        c = cout
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
+
+def simplecnn():
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
+
+m = {'simplecnn': simplecnn, 'resnet18_cifar10': resnet18, 'vgg16_cifar10': vgg16}[model_name]()
+shape = (1, 28, 28) if model_name == 'simplecnn' else (3, 32, 32)
+n = steps * batch
+if data == 'real':
+    d = '/usr/share/datasets/fashion-mnist/'
+    x = torch.tensor(np.frombuffer(gzip.open(d + 'train-images-idx3-ubyte.gz').read(), np.uint8, offset=16)
+                     .reshape(-1, 1, 28, 28).astype(np.float32) / 255)
+    y = torch.tensor(np.frombuffer(gzip.open(d + 'train-labels-idx1-ubyte.gz').read(), np.uint8, offset=8).astype(np.int64))
+else:
+    x, y = torch.rand(max(n, 1024), *shape), torch.randint(0, 10, (max(n, 1024),))
+opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+m.train()
+def epoch():
+    perm = torch.randperm(x.shape[0])
+    for s in range(steps):
+        idx = perm[(s * batch) % (x.shape[0] - batch):][:batch]
+        xb, yb = x[idx], y[idx]   # a real loop gathers its batch every step too
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(m(xb), yb).backward()
+        opt.step()
+epoch()
+t = time.perf_counter()
+epoch()
+print(steps * batch / (time.perf_counter() - t))
+"""
+
+
+def run_dtnn(exe, model, steps, batch, threads, tiles, data, conv):
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        dataset = ["--dataset", "fashion-mnist"] if data == "real" and model == "simplecnn" else \
+                  ["--dataset", "synthetic", "--synthetic-samples", str(max(steps * batch, 1024))]
+        cmd = [exe, "benchmark", "--model", model, *dataset, "--epochs", "2", "--steps-per-epoch", str(steps),
+               "--batch-size", str(batch), "--workers", str(threads), "--tiles", str(tiles), "--lr", "0.01",
+               "--momentum", "0.9", "--conv", conv, "--quiet", "--report", report.name]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, STARPU_SILENT="1"))
+        with open(report.name) as f:
+            doc = json.load(f)
+    return doc["images_per_second_after_first_epoch"], doc["engine"]
+
+
+def run_torch(model, steps, batch, threads, data):
+    out = subprocess.run(["/usr/bin/python3", "-c", TORCH_CHILD, model, str(steps), str(batch), str(threads),
+                          "real" if data == "real" and model == "simplecnn" else "synthetic"],
+                         check=True, capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="simplecnn,resnet18_cifar10,vgg16_cifar10")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tiles", type=int, default=2)
+    ap.add_argument("--conv", default="convgemm")
+    ap.add_argument("--data", choices=["synthetic", "real"], default="synthetic")
+    ap.add_argument("--dtnn", default=os.path.join(HERE, "..", "build", "bin", "dtnn"))
+    ap.add_argument("--json", help="also write the results to this file")
+    a = ap.parse_args()
+
+    import torch  # noqa: E402  (only for its version string)
+    results, engine = {}, ""
+    for model in a.models.split(","):
+        steps = a.steps if model != "simplecnn" else max(a.steps, 150)
+        ours, theirs = [], []
+        for r in range(a.runs):
+            ips, engine = run_dtnn(a.dtnn, model, steps, a.batch, a.threads, a.tiles, a.data, a.conv)
+            ours.append(ips)
+            theirs.append(run_torch(model, steps, a.batch, a.threads, a.data))
+            print(f"{model} run {r + 1}: dtnn {ours[-1]:9.1f} images/s   PyTorch {theirs[-1]:9.1f} images/s", flush=True)
+        results[model] = {"dtnn": ours, "pytorch": theirs, "steps": steps,
+                          "ratio": statistics.median(ours) / statistics.median(theirs)}
+    print(f"\nbatch {a.batch}, {a.threads} threads each, medians of {a.runs} runs, first epoch untimed")
+    print(f"dtnn: {engine}; --conv {a.conv}, --tiles {a.tiles}")
+    print(f"PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}\n")
+    print(f"{'model':20} {'steps':>5} {'dtnn img/s':>11} {'PyTorch img/s':>14} {'ratio':>6}")
+    for model, r in results.items():
+        print(f"{model:20} {r['steps']:5d} {statistics.median(r['dtnn']):11.1f} {statistics.median(r['pytorch']):14.1f} "
+              f"{r['ratio']:6.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"results": results, "batch": a.batch, "threads": a.threads, "engine": engine}, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
