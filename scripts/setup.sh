@@ -24,8 +24,12 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
 )
+# The test suite checks PyTorch interchange (tools/*.py) with Debian's torch and h5py.
+if [ "$action" = test ] || [ "$action" = bench ]; then
+  packages+=(python3 python3-torch python3-numpy python3-h5py)
+fi
 if [ "$action" = bench ]; then
-  packages+=(python3 python3-torch python3-numpy python3-h5py libdnnl-dev)
+  packages+=(libdnnl-dev hdf5-tools)
 fi
 
 missing=()
