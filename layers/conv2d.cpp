@@ -123,8 +123,8 @@ Shape Conv2d::build(const Shape& in) {
 
 void Conv2d::reset_parameters(Rng& rng) {
   const auto& o = options_;
-  init::pytorch_default(*weight_, bias_, static_cast<std::int64_t>(o.in_ / o.groups_) * o.kernel_h_ * o.kernel_w_,
-                        rng);
+  const std::int64_t window = static_cast<std::int64_t>(o.kernel_h_) * o.kernel_w_;
+  init::initialize(o.init_, *weight_, bias_, (o.in_ / o.groups_) * window, (o.out_ / o.groups_) * window, rng);
 }
 
 void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift) {

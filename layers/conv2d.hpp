@@ -3,6 +3,7 @@
 
 #include "codelets/conv2d.hpp"
 #include "codelets/cpu/kernels.hpp"
+#include "layers/init.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {
@@ -29,6 +30,7 @@ struct Conv2dOptions {
   Conv2dOptions& variant(ConvVariant v) { variant_ = v; return *this; }
   // 1: ReLU applied to the output in the same task (in convgemm's GEMM epilogue); backward masks the gradient.
   Conv2dOptions& relu(int fused) { relu_ = fused; return *this; }
+  Conv2dOptions& init(init::Init i) { init_ = i; return *this; }
 
   int in_, out_;
   int kernel_h_, kernel_w_;
@@ -39,6 +41,7 @@ struct Conv2dOptions {
   int bias_ = 1;
   ConvVariant variant_ = ConvVariant::kConvgemm;
   int relu_ = 0;
+  init::Init init_ = init::Init::kPyTorchDefault;
 };
 
 // 2-D convolution, NCHW, weights [out, in/groups, kh, kw] (PyTorch's Conv2d).

@@ -35,7 +35,7 @@ Shape Dense::build(const Shape& in) {
 }
 
 void Dense::reset_parameters(Rng& rng) {
-  init::pytorch_default(*weight_, bias_, options_.in_, rng);
+  init::initialize(options_.init_, *weight_, bias_, options_.in_, options_.out_, rng);
 }
 
 void Dense::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {

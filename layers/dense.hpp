@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "layers/init.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {
@@ -8,10 +9,12 @@ namespace dtnn {
 struct DenseOptions {
   DenseOptions(std::int64_t in_features, std::int64_t out_features) : in_(in_features), out_(out_features) {}
   DenseOptions& bias(int with_bias) { bias_ = with_bias; return *this; }
+  DenseOptions& init(init::Init i) { init_ = i; return *this; }
 
   std::int64_t in_;
   std::int64_t out_;
   int bias_ = 1;
+  init::Init init_ = init::Init::kPyTorchDefault;
 };
 
 // y = x W^T + b with W [out, in] (PyTorch's Linear). Any input of in_features values per sample is accepted

@@ -50,4 +50,38 @@ void pytorch_default(Parameter& weight, Parameter* bias, std::int64_t fan_in, Rn
   }
 }
 
+const char* to_string(Init init) {
+  switch (init) {
+    case Init::kPyTorchDefault: return "pytorch";
+    case Init::kGlorotUniform: return "glorot_uniform";
+    case Init::kGlorotNormal: return "glorot_normal";
+    case Init::kHeUniform: return "he_uniform";
+    case Init::kHeNormal: return "he_normal";
+    case Init::kLecunUniform: return "lecun_uniform";
+    case Init::kLecunNormal: return "lecun_normal";
+  }
+  return "?";
+}
+
+void initialize(Init init, Parameter& weight, Parameter* bias, std::int64_t fan_in, std::int64_t fan_out, Rng& rng) {
+  const double in = static_cast<double>(fan_in);
+  const double both = static_cast<double>(fan_in + fan_out);
+  auto uniform_bound = [&](double bound) {
+    uniform(weight.value, static_cast<float>(-bound), static_cast<float>(bound), rng);
+  };
+  auto normal_stddev = [&](double stddev) { normal_polar(weight.value, 0.0f, static_cast<float>(stddev), rng); };
+  switch (init) {
+    case Init::kPyTorchDefault:
+      pytorch_default(weight, bias, fan_in, rng);
+      return;
+    case Init::kGlorotUniform: uniform_bound(std::sqrt(6.0 / both)); break;
+    case Init::kGlorotNormal: normal_stddev(std::sqrt(2.0 / both)); break;
+    case Init::kHeUniform: uniform_bound(std::sqrt(6.0 / in)); break;
+    case Init::kHeNormal: normal_stddev(std::sqrt(2.0 / in)); break;
+    case Init::kLecunUniform: uniform_bound(std::sqrt(3.0 / in)); break;
+    case Init::kLecunNormal: normal_stddev(std::sqrt(1.0 / in)); break;
+  }
+  if (bias != nullptr) bias->value.fill(0.0f);
+}
+
 }  // namespace dtnn::init

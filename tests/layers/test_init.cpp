@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "layers/dense.hpp"
 #include "layers/init.hpp"
 
 namespace dtnn {
@@ -52,6 +53,35 @@ TEST(InitTest, KaimingNormalHasVarianceTwoOverFan) {
   Rng rng(1);
   init::kaiming_normal(t, 128 * 9, rng);
   EXPECT_NEAR(moments(t.to_vector()).variance, 2.0 / (128 * 9), 0.02 * 2.0 / (128 * 9));
+}
+
+TEST(InitTest, NamedInitialisersHaveTheirVariance) {
+  struct Case {
+    init::Init init;
+    double variance;  // for fan_in 300, fan_out 100
+  };
+  const std::vector<Case> cases = {{init::Init::kGlorotUniform, 2.0 / 400}, {init::Init::kGlorotNormal, 2.0 / 400},
+                                   {init::Init::kHeUniform, 2.0 / 300},     {init::Init::kHeNormal, 2.0 / 300},
+                                   {init::Init::kLecunUniform, 1.0 / 300},  {init::Init::kLecunNormal, 1.0 / 300},
+                                   {init::Init::kPyTorchDefault, 1.0 / 900}};
+  for (const Case& c : cases) {
+    Dense layer(DenseOptions(300, 100).init(c.init));
+    layer.build({300});
+    Rng rng(5);
+    layer.reset_parameters(rng);
+    const auto w = layer.parameters()[0]->value.to_vector();
+    double sum = 0.0, sq = 0.0;
+    for (float v : w) {
+      sum += v;
+      sq += double(v) * v;
+    }
+    const double mean = sum / w.size();
+    EXPECT_NEAR(sq / w.size() - mean * mean, c.variance, 0.05 * c.variance) << init::to_string(c.init);
+    const auto b = layer.parameters()[1]->value.to_vector();
+    if (c.init != init::Init::kPyTorchDefault) {
+      for (float v : b) EXPECT_EQ(v, 0.0f) << init::to_string(c.init);
+    }
+  }
 }
 
 }  // namespace
