@@ -83,7 +83,7 @@ struct TrainArgs : RunArgs {
   int lr_step_epochs = 0;
   float lr_decay = 0.1f;
   int plateau_patience = 0;
-  int cosine = 0;
+  std::string lr_schedule = "cosine";
   float min_lr = 0.0f;
   int early_stopping = 0;
   std::string monitor = "val_loss";
@@ -300,7 +300,11 @@ int run_train(TrainArgs a, int benchmark) {
       throw dtnn::DataError(fmt::format("{}: checkpoint of model '{}', expected '{}'", file.string(), c.model_name,
                                         info.name));
     }
+    const float base_lr = optimizer->learning_rate();
     dtnn::restore_checkpoint(c, model, optimizer.get(), file);
+    // Warm-up and cosine are functions of the step and the base learning rate: they recompute the rate of step
+    // c.step from the base. Without them the checkpoint's rate (after step decays or plateaus) carries on.
+    if (a.lr_schedule == "cosine" || a.warmup_epochs > 0) optimizer->set_learning_rate(base_lr);
     initial_step = c.step;
     if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", file.string(), c.step, c.epoch);
   }
@@ -345,7 +349,7 @@ int run_train(TrainArgs a, int benchmark) {
     fit_options.callback(std::make_shared<dtnn::ReduceLROnPlateau>(
         dtnn::ReduceLROnPlateauOptions(a.monitor).factor(a.lr_decay).patience(a.plateau_patience).min_lr(a.min_lr)));
   }
-  if (a.cosine) {
+  if (a.lr_schedule == "cosine") {
     fit_options.callback(std::make_shared<dtnn::CosineDecay>(
         dtnn::CosineDecayOptions(dtnn::Epochs{a.epochs}).min_lr(a.min_lr)));
   }
@@ -582,7 +586,11 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_option("--plateau-patience", a.plateau_patience,
                   "multiply the learning rate by --lr-decay after this many epochs without improvement of --monitor")
       ->check(CLI::NonNegativeNumber);
-  app->add_flag("--cosine", a.cosine, "cosine decay of the learning rate over the training, to --min-lr");
+  app->add_option("--lr-schedule", a.lr_schedule,
+                  "cosine (decay per step over all the epochs, to --min-lr) or constant; the other schedules apply "
+                  "on top")
+      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->capture_default_str();
   app->add_option("--min-lr", a.min_lr, "floor of the learning-rate schedules")->check(CLI::NonNegativeNumber);
   app->add_option("--early-stopping", a.early_stopping,
                   "stop after this many epochs without improvement of --monitor, restoring the best weights")

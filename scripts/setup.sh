@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package dtnn needs, builds it, and runs what was asked:
 #   scripts/setup.sh train   install, build, train the default CNN on Fashion-MNIST (one epoch) and test it
-#   scripts/setup.sh test    install, build, run the whole test suite (what CI runs)
+#   scripts/setup.sh test    install, build, run the whole test suite (what CI runs), then the I/O tests again
+#                            under AddressSanitizer
 #   scripts/setup.sh build   install and build only
 #   scripts/setup.sh bench   install the benchmark peers too (python3-torch, oneDNN), then build
 set -euo pipefail
@@ -55,7 +56,13 @@ case "$action" in
       --report "$build/train-report.json"
     ;;
   test)
-    cd "$build"
-    exec ctest --output-on-failure --timeout 1200
+    (cd "$build" && ctest --output-on-failure --timeout 1200)
+    # Corrupt and truncated files (checkpoints, datasets) once more under AddressSanitizer and UBSan: a bad
+    # file must give an error, never a memory error.
+    asan="$here/build-asan"
+    cmake -S "$here" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DDTNN_SANITIZE=ON -DDTNN_BUILD_BENCH=OFF
+    cmake --build "$asan" -j "$(nproc)" --target test_io
+    cd "$asan"
+    exec ctest --output-on-failure --timeout 1200 -R '^io$'
     ;;
 esac

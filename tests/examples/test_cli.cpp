@@ -200,8 +200,9 @@ TEST(CliMpiTest, HungRankMakesTheOtherAbortAfterTheTimeout) {
 }
 
 TEST(CliTest, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
+  // A constant rate: the first run stops after 1 of 2 epochs, and a cosine over 1 epoch is not one over 2.
   const std::string run = "train --dataset synthetic --synthetic-samples 320 --batch-size 32 --seed 5 --quiet "
-                          "--no-test --optimizer adam --lr 0.001 ";
+                          "--no-test --optimizer adam --lr 0.001 --lr-schedule constant ";
   const fs::path full = temp_path("full.json"), resumed = temp_path("resumed.json"), dir = temp_path("ckpts");
   fs::remove_all(dir);
   ASSERT_EQ(dtnn(run + "--epochs 2 --report " + full.string()).status, 0);
@@ -218,6 +219,23 @@ TEST(CliTest, ResumedRunEndsBitwiseWhereTheUninterruptedOneDoes) {
   EXPECT_EQ(wrong.status, 1) << wrong.output;
   EXPECT_NE(wrong.output.find("checkpoint of model 'simplecnn', expected 'simplemlp'"), std::string::npos)
       << wrong.output;
+  fs::remove_all(dir);
+  fs::remove(full);
+  fs::remove(resumed);
+}
+
+TEST(CliTest, ResumeWithTheCosineScheduleIsExactToo) {
+  const std::string run = "train --dataset synthetic --synthetic-samples 320 --batch-size 32 --seed 5 --quiet "
+                          "--no-test --epochs 2 --checkpoint-steps 7 ";
+  const fs::path full = temp_path("cos-full.json"), resumed = temp_path("cos-resumed.json"),
+                 dir = temp_path("cos-ckpts");
+  fs::remove_all(dir);
+  ASSERT_EQ(dtnn(run + "--report " + full.string()).status, 0);
+  const CliRun first = dtnn(run + "--checkpoint-dir " + dir.string() + " --fail-rank 0 --fail-step 9");
+  ASSERT_NE(first.status, 0) << "the fault injection kills the run before step 9";
+  const CliRun second = dtnn(run + "--resume " + dir.string() + " --report " + resumed.string());
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_EQ(read_json(full).at("weights_checksum"), read_json(resumed).at("weights_checksum"));
   fs::remove_all(dir);
   fs::remove(full);
   fs::remove(resumed);
