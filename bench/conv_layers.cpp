@@ -33,6 +33,7 @@
 
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/kernels.hpp"
+#include "runtime/cpu_features.hpp"
 
 #if DTNN_HAVE_ONEDNN
 #include <dnnl.hpp>
@@ -49,28 +50,12 @@ namespace k = dtnn::kernels::cpu;
 // Same choice as dtnn::runtime::configure_blis (this program links only the kernels): BLIS 0.9 does not know
 // recent AVX-512 CPUs and falls back to slower kernels, so the skx configuration is forced on any AVX-512 CPU
 // unless the user set BLIS_ARCH_TYPE. Must run before BLIS's first use.
-bool cpu_runs_avx512() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))) {
-    return false;
-  }
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  constexpr unsigned kSseAvxOpmaskZmm = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
-  return (lo & kSseAvxOpmaskZmm) == kSseAvxOpmaskZmm;
-#else
-  return false;
-#endif
-}
-
 std::string configure_single_core() {
   std::string reason = "BLIS's own CPU detection";
   const char* user = std::getenv("BLIS_ARCH_TYPE");
   if (user != nullptr && *user != '\0') {
     reason = fmt::format("BLIS_ARCH_TYPE={} from the environment", user);
-  } else if (cpu_runs_avx512()) {
+  } else if (dtnn::runtime::cpu_has_avx512()) {
     setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 1);
     reason = "AVX-512 CPU: skx forced";
   }

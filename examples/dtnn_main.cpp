@@ -72,7 +72,11 @@ struct RunArgs {
 struct TrainArgs : RunArgs {
   int epochs = 1;
   std::int64_t steps_per_epoch = 0;
-  dtnn::OptimizerConfig optimizer{"sgd", 0.05f};
+  dtnn::OptimizerConfig optimizer = [] {
+    dtnn::OptimizerConfig c;
+    c.learning_rate = 0.05f;  // dtnn's default for SGD with momentum 0.9 and the cosine schedule
+    return c;
+  }();
   float label_smoothing = 0.0f;
   int flip = 0;
   int crop_padding = 0;

@@ -83,6 +83,7 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
   Tracer::attach(task, info.tile);
   const int rc = starpu_task_submit(task);
   if (rc != 0) {
+    Tracer::detach(task);
     task->destroy = 0;
     starpu_task_destroy(task);
     throw RuntimeError(fmt::format("{}: starpu_task_submit failed ({}{})", info.name, rc,

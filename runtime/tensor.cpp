@@ -122,9 +122,10 @@ Tensor::HostAccess::HostAccess(const Tensor& t, starpu_data_access_mode mode)
   if (!t.defined()) {
     throw InvalidArgument("Tensor: host access to an undefined tensor");
   }
-  for (starpu_data_handle_t h : t.handles_) {
-    const int rc = starpu_data_acquire(h, mode);
+  for (std::size_t i = 0; i < t.handles_.size(); ++i) {
+    const int rc = starpu_data_acquire(t.handles_[i], mode);
     if (rc != 0) {
+      for (std::size_t j = 0; j < i; ++j) starpu_data_release(t.handles_[j]);
       throw RuntimeError(fmt::format("Tensor {}: starpu_data_acquire failed ({})", to_string(t.shape_), rc));
     }
   }

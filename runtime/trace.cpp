@@ -83,6 +83,14 @@ void Tracer::attach(starpu_task* task, int tile) {
   task->callback_arg = new Pending{task, tile};
 }
 
+void Tracer::detach(starpu_task* task) {
+  if (task->callback_func == on_task_end) {
+    delete static_cast<Pending*>(task->callback_arg);
+    task->callback_func = nullptr;
+    task->callback_arg = nullptr;
+  }
+}
+
 void Tracer::write_chrome_trace(const std::filesystem::path& file) {
   std::vector<TraceEvent> events = Tracer::events();
   std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return a.start_us < b.start_us; });

@@ -38,6 +38,8 @@ class Tracer {
 
   // Called by submit_task: arranges for the task to be recorded when the tracer is active.
   static void attach(starpu_task* task, int tile);
+  // Undoes attach for a task that StarPU refused (its callback will never run).
+  static void detach(starpu_task* task);
 };
 
 }  // namespace dtnn::runtime

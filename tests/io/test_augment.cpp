@@ -12,28 +12,13 @@
 
 #include "io/augment.hpp"
 #include "io/dataset.hpp"
+#include "io/io_test_util.hpp"
 #include "runtime/errors.hpp"
 
 namespace dtnn::io {
 namespace {
 
-template <typename E, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) {
-      if (message.find(part) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << part << "\"";
-      }
-    }
-    return ::testing::AssertionSuccess() << message;
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw a different exception: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
+using namespace test_util;  // NOLINT(google-build-using-namespace)
 
 // Every element distinct and non-zero, so that a result identifies exactly which source element went where
 // and a padded zero can never be mistaken for data.

@@ -22,6 +22,7 @@
 
 #include "io/checkpoint.hpp"
 #include "io/hdf5.hpp"
+#include "io/io_test_util.hpp"
 #include "runtime/errors.hpp"
 
 // For the whole test_io binary under -DDTNN_SANITIZE=ON. HDF5 1.10.8 (Debian 12) leaks an object header when
@@ -36,31 +37,7 @@ namespace dtnn::io {
 namespace {
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<char>;
-
-// Each test gets its own directory so that parallel ctest runs and reruns never see each other's files.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            fmt::format("dtnn-io-{}-{}-{}", ::getpid(), info->test_suite_name(), info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using namespace test_util;  // NOLINT(google-build-using-namespace)
 
 NamedArray array(std::string name, std::vector<std::int64_t> shape, float offset) {
   std::int64_t n = 1;
@@ -123,16 +100,6 @@ void expect_same(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.rng_states, b.rng_states);
   EXPECT_EQ(a.created, b.created);
   EXPECT_EQ(a.metric, b.metric);
-}
-
-Bytes read_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& file, const Bytes& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // Asserts a DataError whose message holds every one of the given parts.
@@ -397,7 +364,7 @@ TEST(CheckpointTest, FlippedBytesGiveErrors) {
   for (const std::size_t offset : offsets) {
     SCOPED_TRACE(fmt::format("byte {} of {} flipped", offset, good.size()));
     Bytes bad = good;
-    bad[offset] = static_cast<char>(bad[offset] ^ 0x5a);
+    bad[offset] = static_cast<std::uint8_t>(bad[offset] ^ 0x5a);
     write_bytes(tmp / "bad.h5", bad);
     testing::internal::CaptureStderr();
     expect_error_or_intact(tmp / "bad.h5", c, errors);

@@ -13,61 +13,14 @@
 #include <fmt/format.h>
 
 #include "io/cifar.hpp"
+#include "io/io_test_util.hpp"
 #include "runtime/errors.hpp"
 
 namespace dtnn::io {
 namespace {
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<std::uint8_t>;
-
-// Each test gets its own directory so that parallel ctest runs and reruns never see each other's files.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            fmt::format("dtnn-cifar-{}-{}-{}", ::getpid(), info->test_suite_name(), info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-void write_file(const fs::path& file, const Bytes& bytes) {
-  std::ofstream out(file, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << file;
-}
-
-template <typename E, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) {
-      if (message.find(part) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << part << "\"";
-      }
-    }
-    return ::testing::AssertionSuccess() << message;
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw a different exception: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
+using namespace test_util;  // NOLINT(google-build-using-namespace)
 
 // A pixel value that differs between neighbouring records, channels, rows and columns, so that any
 // transposition or off-by-one in the reader changes some value.

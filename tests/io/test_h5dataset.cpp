@@ -18,36 +18,14 @@
 #include "io/dataset.hpp"
 #include "io/h5dataset.hpp"
 #include "io/hdf5.hpp"
+#include "io/io_test_util.hpp"
 #include "runtime/errors.hpp"
 
 namespace dtnn::io {
 namespace {
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<char>;
-
-// Each test gets its own directory so that parallel ctest runs and reruns never see each other's files.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            fmt::format("dtnn-io-{}-{}-{}", ::getpid(), info->test_suite_name(), info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using namespace test_util;  // NOLINT(google-build-using-namespace)
 
 // Random 8-bit images (values k / 255, as the IDX and CIFAR readers produce) and labels.
 Dataset byte_dataset(std::string name, int count, int channels, int height, int width, int classes,
@@ -67,16 +45,6 @@ void expect_same(const Dataset& a, const Dataset& b) {
   EXPECT_EQ(a.classes, b.classes);
   EXPECT_EQ(a.labels, b.labels);
   EXPECT_EQ(a.images, b.images);
-}
-
-Bytes read_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& file, const Bytes& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 template <class F>
@@ -451,7 +419,7 @@ TEST(H5DatasetTest, FlippedBytesGiveErrors) {
     const std::size_t offset = i < 4 ? static_cast<std::size_t>(i * 11) : static_cast<std::size_t>(rng() % good.size());
     SCOPED_TRACE(fmt::format("byte {} of {} flipped", offset, good.size()));
     Bytes bad = good;
-    bad[offset] = static_cast<char>(bad[offset] ^ 0x21);
+    bad[offset] = static_cast<std::uint8_t>(bad[offset] ^ 0x21);
     write_bytes(tmp / "bad.h5", bad);
     testing::internal::CaptureStderr();
     expect_error_or_intact(tmp / "bad.h5", small, errors);

@@ -15,36 +15,14 @@
 #include <fmt/format.h>
 
 #include "io/idx.hpp"
+#include "io/io_test_util.hpp"
 #include "runtime/errors.hpp"
 
 namespace dtnn::io {
 namespace {
 
 namespace fs = std::filesystem;
-using Bytes = std::vector<std::uint8_t>;
-
-// Each test gets its own directory so that parallel ctest runs and reruns never see each other's files.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            fmt::format("dtnn-io-{}-{}-{}", ::getpid(), info->test_suite_name(), info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using namespace test_util;  // NOLINT(google-build-using-namespace)
 
 void put_u32(Bytes& out, std::uint32_t v) {
   out.push_back(static_cast<std::uint8_t>(v >> 24));
@@ -84,50 +62,11 @@ Bytes pattern(std::size_t n) {
   return out;
 }
 
-void write_raw(const fs::path& file, const Bytes& bytes) {
-  std::ofstream out(file, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << file;
-}
-
-void write_gz(const fs::path& file, const Bytes& bytes) {
-  gzFile gz = gzopen(file.c_str(), "wb");
-  ASSERT_NE(gz, nullptr) << file;
-  const int written = gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size()));
-  const int closed = gzclose(gz);
-  ASSERT_EQ(written, static_cast<int>(bytes.size())) << file;
-  ASSERT_EQ(closed, Z_OK) << file;
-}
-
-Bytes read_raw(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// Checks the exception type and that the message names everything a user needs to locate the problem.
-template <typename E, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) {
-      if (message.find(part) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << part << "\"";
-      }
-    }
-    return ::testing::AssertionSuccess() << message;
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw a different exception: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
-
 TEST(IdxImages, RoundTripRaw) {
   TempDir dir;
   const Bytes pixels = pattern(3 * 2 * 4);
   const auto file = dir / "images-idx3-ubyte";
-  write_raw(file, images_file(3, 2, 4, pixels));
+  write_bytes(file, images_file(3, 2, 4, pixels));
   const IdxImages images = read_idx_images(file);
   EXPECT_EQ(images.count, 3);
   EXPECT_EQ(images.rows, 2);
@@ -161,7 +100,7 @@ TEST(IdxImages, NonSquareImages) {
 TEST(IdxLabels, RoundTripRawAndGzip) {
   TempDir dir;
   const Bytes labels = {0, 9, 3, 3, 255, 1, 7};
-  write_raw(dir / "labels", labels_file(labels));
+  write_bytes(dir / "labels", labels_file(labels));
   write_gz(dir / "labels.gz", labels_file(labels));
   EXPECT_EQ(read_idx_labels(dir / "labels"), labels);
   EXPECT_EQ(read_idx_labels(dir / "labels.gz"), labels);
@@ -193,7 +132,7 @@ TEST(IdxErrors, LabelsFileReadAsImages) {
 TEST(IdxErrors, ImagesFileReadAsLabels) {
   TempDir dir;
   const auto file = dir / "train-images-idx3-ubyte";
-  write_raw(file, images_file(1, 2, 2, pattern(4)));
+  write_bytes(file, images_file(1, 2, 2, pattern(4)));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(file); },
                                      {file.string(), "expected 0x00000801", "got 0x00000803"}));
 }
@@ -201,7 +140,7 @@ TEST(IdxErrors, ImagesFileReadAsLabels) {
 TEST(IdxErrors, NotAnIdxFile) {
   TempDir dir;
   const auto file = dir / "notes.txt";
-  write_raw(file, Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!', '!', '!'});
+  write_bytes(file, Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!', '!', '!'});
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "expected 0x00000803", "got 0x68656c6c", "not an IDX file"}));
 }
@@ -211,7 +150,7 @@ TEST(IdxErrors, CompressedTwice) {
   const auto inner = dir / "inner.gz";
   write_gz(inner, images_file(1, 2, 2, pattern(4)));
   const auto file = dir / "twice.gz";
-  write_gz(file, read_raw(inner));
+  write_gz(file, read_bytes(inner));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "got 0x1f8b08", "compressed twice"}));
 }
@@ -221,7 +160,7 @@ TEST(IdxErrors, TruncatedHeader) {
   Bytes header = images_header(10, 28, 28);
   header.resize(9);
   const auto file = dir / "short-header";
-  write_raw(file, header);
+  write_bytes(file, header);
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "truncated header, expected 16 bytes, got 9"}));
 
@@ -231,7 +170,7 @@ TEST(IdxErrors, TruncatedHeader) {
                                      {tiny.string(), "truncated header, expected 8 bytes, got 2"}));
 
   const auto empty = dir / "empty";
-  write_raw(empty, Bytes{});
+  write_bytes(empty, Bytes{});
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(empty); },
                                      {empty.string(), "expected 8 bytes, got 0"}));
 }
@@ -241,7 +180,7 @@ TEST(IdxErrors, TruncatedPixels) {
   for (const bool gzip : {false, true}) {
     const auto file = dir / (gzip ? "train-images-idx3-ubyte.gz" : "train-images-idx3-ubyte");
     const Bytes bytes = images_file(60000, 28, 28, pattern(1000));
-    gzip ? write_gz(file, bytes) : write_raw(file, bytes);
+    gzip ? write_gz(file, bytes) : write_bytes(file, bytes);
     EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                        {file.string(), "expected 47040000 bytes of pixels, got 1000"}));
   }
@@ -268,10 +207,10 @@ TEST(IdxErrors, GzipStreamCutShort) {
     p = static_cast<std::uint8_t>(state >> 24);
   }
   write_gz(whole, images_file(50, 28, 28, pixels));
-  Bytes compressed = read_raw(whole);
+  Bytes compressed = read_bytes(whole);
   compressed.resize(compressed.size() / 2);
   const auto file = dir / "cut.gz";
-  write_raw(file, compressed);
+  write_bytes(file, compressed);
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "expected 39200 bytes of pixels, got", "cut short"}));
 }
@@ -280,10 +219,10 @@ TEST(IdxErrors, GzipTrailerMissing) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   write_gz(whole, labels_file({1, 2, 3, 4}));
-  Bytes compressed = read_raw(whole);
+  Bytes compressed = read_bytes(whole);
   compressed.resize(compressed.size() - 8);  // CRC-32 and length
   const auto file = dir / "no-trailer.gz";
-  write_raw(file, compressed);
+  write_bytes(file, compressed);
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(file); }, {file.string(), "corrupt gzip stream"}));
 }
 
@@ -291,10 +230,10 @@ TEST(IdxErrors, GzipChecksumMismatch) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   write_gz(whole, images_file(4, 3, 3, pattern(36)));
-  Bytes compressed = read_raw(whole);
+  Bytes compressed = read_bytes(whole);
   compressed[compressed.size() - 8] ^= 0x5a;  // first byte of the CRC-32 in the trailer
   const auto file = dir / "bad-crc.gz";
-  write_raw(file, compressed);
+  write_bytes(file, compressed);
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "corrupt gzip stream", "incorrect data check"}));
 }
@@ -303,11 +242,11 @@ TEST(IdxErrors, GzipInvalidDeflateData) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   write_gz(whole, labels_file({1, 2, 3}));
-  Bytes compressed = read_raw(whole);
+  Bytes compressed = read_bytes(whole);
   // After the 10-byte gzip header, all-ones bits announce deflate block type 3, which does not exist.
   std::fill(compressed.begin() + 10, compressed.end(), std::uint8_t{0xff});
   const auto file = dir / "garbage.gz";
-  write_raw(file, compressed);
+  write_bytes(file, compressed);
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(file); },
                                      {file.string(), "corrupt gzip stream", "invalid block type"}));
 }
@@ -315,17 +254,17 @@ TEST(IdxErrors, GzipInvalidDeflateData) {
 TEST(IdxErrors, ZeroDimensions) {
   TempDir dir;
   const auto no_rows = dir / "no-rows";
-  write_raw(no_rows, images_header(10, 0, 28));
+  write_bytes(no_rows, images_header(10, 0, 28));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(no_rows); },
                                      {no_rows.string(), "expected 1..16777216 pixels per image, got 0x28"}));
 
   const auto no_images = dir / "no-images";
-  write_raw(no_images, images_header(0, 28, 28));
+  write_bytes(no_images, images_header(0, 28, 28));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(no_images); },
                                      {no_images.string(), "image count", "expected 1..2147483647, got 0"}));
 
   const auto no_labels = dir / "no-labels";
-  write_raw(no_labels, labels_file({}));
+  write_bytes(no_labels, labels_file({}));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(no_labels); },
                                      {no_labels.string(), "label count", "got 0"}));
 }
@@ -338,12 +277,12 @@ TEST(IdxErrors, AbsurdDimensions) {
                                      {huge.string(), "expected 1..16777216 pixels per image, got 5000x5000"}));
 
   const auto overflow = dir / "overflow";
-  write_raw(overflow, images_header(1, 0xffffffffu, 0xffffffffu));
+  write_bytes(overflow, images_header(1, 0xffffffffu, 0xffffffffu));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(overflow); },
                                      {overflow.string(), "got 4294967295x4294967295"}));
 
   const auto many = dir / "many";
-  write_raw(many, images_header(0x80000000u, 1, 1));
+  write_bytes(many, images_header(0x80000000u, 1, 1));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(many); }, {many.string(), "got 2147483648"}));
 }
 
@@ -351,7 +290,7 @@ TEST(IdxErrors, HeaderAnnouncingHugeDataFailsWithoutAllocatingIt) {
   TempDir dir;
   const auto file = dir / "liar";
   // 2^31-1 images of 4096x4096 would be 32 PiB: the reader must report the missing data, not try to allocate.
-  write_raw(file, images_file(0x7fffffffu, 4096, 4096, pattern(100)));
+  write_bytes(file, images_file(0x7fffffffu, 4096, 4096, pattern(100)));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "expected 36028797002186752 bytes of pixels, got 100"}));
 }

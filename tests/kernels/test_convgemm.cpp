@@ -27,6 +27,7 @@
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/kernels.hpp"
 #include "kernel_test_util.hpp"
+#include "runtime/cpu_features.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -42,24 +43,8 @@ constexpr double kRtol = 1e-4;
 // The engine switches BLIS to its skx (AVX-512, 32x12 micro-kernel) configuration on AVX-512 CPUs before BLIS's
 // first use (runtime/blis_setup.cpp); do the same before any test runs, so that the kernel production uses is
 // the one tested. A BLIS_ARCH_TYPE already in the environment wins: BLIS_ARCH_TYPE=3 tests haswell's 6x16.
-bool cpu_runs_avx512() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))) {
-    return false;
-  }
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  constexpr unsigned kSseAvxOpmaskZmm = (1u << 1) | (1u << 2) | (1u << 5) | (1u << 6) | (1u << 7);
-  return (lo & kSseAvxOpmaskZmm) == kSseAvxOpmaskZmm;
-#else
-  return false;
-#endif
-}
-
 [[maybe_unused]] const bool kBlisArchChosen = [] {
-  if (cpu_runs_avx512()) {
+  if (runtime::cpu_has_avx512()) {
     ::setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
   }
   return true;
@@ -496,7 +481,7 @@ TEST(ConvgemmKernelTest, BlockingIsTheOneOfBlisSgemm) {
   EXPECT_EQ(b.kc, bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx));
   EXPECT_EQ(b.mc, bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MC, cntx));
   EXPECT_EQ(b.nc, bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NC, cntx));
-  if (cpu_runs_avx512() && std::getenv("BLIS_ARCH_TYPE") == std::to_string(static_cast<int>(BLIS_ARCH_SKX))) {
+  if (runtime::cpu_has_avx512() && std::getenv("BLIS_ARCH_TYPE") == std::to_string(static_cast<int>(BLIS_ARCH_SKX))) {
     EXPECT_EQ(b.mr, 32);
     EXPECT_EQ(b.nr, 12);
   }
