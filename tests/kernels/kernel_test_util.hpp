@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "codelets/cpu/kernels.hpp"
+
 namespace dtnn::kernels::cpu::test {
 
 inline std::vector<float> random_vector(std::size_t count, std::uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
@@ -79,6 +81,29 @@ inline ::testing::AssertionResult bitwise_equal(const std::vector<float>& got, c
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// A convolution geometry from all of its fields, in Conv2dShape's order.
+inline Conv2dShape conv_shape(int n, int c, int h, int w, int k, int r, int s, int stride_h, int stride_w, int pad_top,
+                              int pad_bottom, int pad_left, int pad_right, int dil_h, int dil_w, int groups) {
+  Conv2dShape sh;
+  sh.n = n;
+  sh.c = c;
+  sh.h = h;
+  sh.w = w;
+  sh.k = k;
+  sh.r = r;
+  sh.s = s;
+  sh.stride_h = stride_h;
+  sh.stride_w = stride_w;
+  sh.pad_top = pad_top;
+  sh.pad_bottom = pad_bottom;
+  sh.pad_left = pad_left;
+  sh.pad_right = pad_right;
+  sh.dil_h = dil_h;
+  sh.dil_w = dil_w;
+  sh.groups = groups;
+  return sh;
 }
 
 }  // namespace dtnn::kernels::cpu::test

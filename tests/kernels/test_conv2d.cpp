@@ -18,6 +18,7 @@ namespace dtnn::kernels::cpu {
 namespace {
 
 using test::all_close;
+using test::conv_shape;
 using test::bitwise_equal;
 using test::nan_vector;
 using test::random_vector;
@@ -32,53 +33,32 @@ struct ConvCase {
 // gtest prints parameters of failing cases; the name is what identifies a case.
 void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
 
-Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int stride_h, int stride_w, int pad_top,
-                 int pad_bottom, int pad_left, int pad_right, int dil_h, int dil_w, int groups) {
-  Conv2dShape sh;
-  sh.n = n;
-  sh.c = c;
-  sh.h = h;
-  sh.w = w;
-  sh.k = k;
-  sh.r = r;
-  sh.s = s;
-  sh.stride_h = stride_h;
-  sh.stride_w = stride_w;
-  sh.pad_top = pad_top;
-  sh.pad_bottom = pad_bottom;
-  sh.pad_left = pad_left;
-  sh.pad_right = pad_right;
-  sh.dil_h = dil_h;
-  sh.dil_w = dil_w;
-  sh.groups = groups;
-  return sh;
-}
 
 const ConvCase kCases[] = {
     //                           n  c   h   w  k  r  s sh sw pt pb pl pr dh dw g
-    {"Same3x3", make(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
-    {"Pointwise", make(3, 5, 7, 6, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
-    {"PointwiseStride2", make(2, 4, 9, 7, 3, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1)},
-    {"PointwisePadded", make(1, 3, 5, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
-    {"PointwiseGrouped", make(2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3)},
-    {"Stride2OddSize", make(2, 3, 11, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
-    {"Stride3SkipsInputs", make(1, 2, 10, 11, 3, 2, 2, 3, 3, 0, 0, 0, 0, 1, 1, 1)},
-    {"Stride3Padded", make(3, 2, 13, 12, 2, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1)},
-    {"AsymmetricPadding", make(2, 2, 6, 7, 3, 3, 4, 1, 1, 0, 2, 3, 1, 1, 1, 1)},
-    {"AsymmetricPaddingStride2", make(1, 3, 9, 10, 2, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1)},
-    {"Dilation2", make(1, 3, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1)},
-    {"MixedStrideDilation", make(2, 2, 11, 9, 3, 3, 2, 2, 1, 1, 3, 0, 2, 1, 2, 1)},
-    {"Groups2", make(2, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2)},
-    {"Groups2Stride2Dilation2", make(3, 4, 13, 11, 4, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2)},
-    {"Depthwise", make(3, 6, 9, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6)},
-    {"DepthwiseStride2Dilation2", make(2, 5, 11, 12, 5, 3, 3, 2, 2, 2, 2, 3, 1, 2, 2, 5)},
-    {"DepthwiseMultiplier2", make(1, 3, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3)},
-    {"PaddingWiderThanKernel", make(1, 2, 5, 5, 2, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1)},
-    {"Stem7x7Stride2", make(1, 3, 17, 15, 4, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1)},
-    {"KernelCoversInput", make(2, 3, 5, 4, 2, 5, 4, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
-    {"Wide5x5Groups2", make(3, 4, 9, 9, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2)},
-    {"RowsOfWindowsEntirelyInPadding", make(2, 2, 2, 3, 3, 2, 2, 2, 2, 3, 0, 0, 3, 3, 1, 1)},
-    {"SingleChannelSinglePixelOut", make(1, 1, 3, 3, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+    {"Same3x3", conv_shape(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+    {"Pointwise", conv_shape(3, 5, 7, 6, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+    {"PointwiseStride2", conv_shape(2, 4, 9, 7, 3, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1)},
+    {"PointwisePadded", conv_shape(1, 3, 5, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+    {"PointwiseGrouped", conv_shape(2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3)},
+    {"Stride2OddSize", conv_shape(2, 3, 11, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
+    {"Stride3SkipsInputs", conv_shape(1, 2, 10, 11, 3, 2, 2, 3, 3, 0, 0, 0, 0, 1, 1, 1)},
+    {"Stride3Padded", conv_shape(3, 2, 13, 12, 2, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1)},
+    {"AsymmetricPadding", conv_shape(2, 2, 6, 7, 3, 3, 4, 1, 1, 0, 2, 3, 1, 1, 1, 1)},
+    {"AsymmetricPaddingStride2", conv_shape(1, 3, 9, 10, 2, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1)},
+    {"Dilation2", conv_shape(1, 3, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1)},
+    {"MixedStrideDilation", conv_shape(2, 2, 11, 9, 3, 3, 2, 2, 1, 1, 3, 0, 2, 1, 2, 1)},
+    {"Groups2", conv_shape(2, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2)},
+    {"Groups2Stride2Dilation2", conv_shape(3, 4, 13, 11, 4, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2)},
+    {"Depthwise", conv_shape(3, 6, 9, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6)},
+    {"DepthwiseStride2Dilation2", conv_shape(2, 5, 11, 12, 5, 3, 3, 2, 2, 2, 2, 3, 1, 2, 2, 5)},
+    {"DepthwiseMultiplier2", conv_shape(1, 3, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3)},
+    {"PaddingWiderThanKernel", conv_shape(1, 2, 5, 5, 2, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1)},
+    {"Stem7x7Stride2", conv_shape(1, 3, 17, 15, 4, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1)},
+    {"KernelCoversInput", conv_shape(2, 3, 5, 4, 2, 5, 4, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+    {"Wide5x5Groups2", conv_shape(3, 4, 9, 9, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2)},
+    {"RowsOfWindowsEntirelyInPadding", conv_shape(2, 2, 2, 3, 3, 2, 2, 2, 2, 3, 0, 0, 3, 3, 1, 1)},
+    {"SingleChannelSinglePixelOut", conv_shape(1, 1, 3, 3, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
 };
 
 std::size_t x_size(const Conv2dShape& sh) { return static_cast<std::size_t>(sh.n) * sh.c * sh.h * sh.w; }
@@ -268,7 +248,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv2dIm2colKernelTest, ::testing::ValuesIn(kCa
                          [](const ::testing::TestParamInfo<ConvCase>& info) { return std::string(info.param.name); });
 
 TEST(Conv2dIm2colKernelTest, Im2colPlacesZerosWhereTheWindowIsInPadding) {
-  Conv2dShape sh = make(1, 1, 2, 2, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  Conv2dShape sh = conv_shape(1, 1, 2, 2, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
   const std::vector<float> x = {1, 2, 3, 4};
   std::vector<float> col = nan_vector(9 * 4);
   im2col(sh, x.data(), 0, col.data());

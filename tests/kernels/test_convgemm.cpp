@@ -33,6 +33,7 @@ namespace dtnn::kernels::cpu {
 namespace {
 
 using test::all_close;
+using test::conv_shape;
 using test::bitwise_equal;
 using test::concat;
 using test::nan_vector;
@@ -57,72 +58,51 @@ struct ConvCase {
 
 void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
 
-Conv2dShape make(int n, int c, int h, int w, int k, int r, int s, int stride_h, int stride_w, int pad_top,
-                 int pad_bottom, int pad_left, int pad_right, int dil_h, int dil_w, int groups) {
-  Conv2dShape sh;
-  sh.n = n;
-  sh.c = c;
-  sh.h = h;
-  sh.w = w;
-  sh.k = k;
-  sh.r = r;
-  sh.s = s;
-  sh.stride_h = stride_h;
-  sh.stride_w = stride_w;
-  sh.pad_top = pad_top;
-  sh.pad_bottom = pad_bottom;
-  sh.pad_left = pad_left;
-  sh.pad_right = pad_right;
-  sh.dil_h = dil_h;
-  sh.dil_w = dil_w;
-  sh.groups = groups;
-  return sh;
-}
 
 // Square input and kernel, symmetric padding, no dilation or groups: the layers of the model zoo.
 Conv2dShape square(int n, int c, int hw, int k, int rs, int stride, int pad) {
-  return make(n, c, hw, hw, k, rs, rs, stride, stride, pad, pad, pad, pad, 1, 1, 1);
+  return conv_shape(n, c, hw, hw, k, rs, rs, stride, stride, pad, pad, pad, pad, 1, 1, 1);
 }
 
 std::vector<ConvCase> geometry_cases() {
   return {
       //                           n  c   h   w  k  r  s sh sw pt pb pl pr dh dw g
-      {"Same3x3", make(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
-      {"Pointwise", make(3, 5, 7, 6, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
-      {"PointwiseStride2", make(2, 4, 9, 7, 3, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1)},
-      {"PointwisePadded", make(1, 3, 5, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
-      {"PointwiseGrouped", make(2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3)},
-      {"Stride2OddSize", make(2, 3, 11, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
-      {"Stride3SkipsInputs", make(1, 2, 10, 11, 3, 2, 2, 3, 3, 0, 0, 0, 0, 1, 1, 1)},
-      {"Stride3Padded", make(3, 2, 13, 12, 2, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1)},
-      {"Stride3Pad3", make(2, 5, 14, 13, 7, 5, 5, 3, 3, 3, 3, 3, 3, 1, 1, 1)},
-      {"AsymmetricPadding", make(2, 2, 6, 7, 3, 3, 4, 1, 1, 0, 2, 3, 1, 1, 1, 1)},
+      {"Same3x3", conv_shape(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"Pointwise", conv_shape(3, 5, 7, 6, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {"PointwiseStride2", conv_shape(2, 4, 9, 7, 3, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1)},
+      {"PointwisePadded", conv_shape(1, 3, 5, 4, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"PointwiseGrouped", conv_shape(2, 6, 5, 5, 9, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 3)},
+      {"Stride2OddSize", conv_shape(2, 3, 11, 9, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
+      {"Stride3SkipsInputs", conv_shape(1, 2, 10, 11, 3, 2, 2, 3, 3, 0, 0, 0, 0, 1, 1, 1)},
+      {"Stride3Padded", conv_shape(3, 2, 13, 12, 2, 3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1)},
+      {"Stride3Pad3", conv_shape(2, 5, 14, 13, 7, 5, 5, 3, 3, 3, 3, 3, 3, 1, 1, 1)},
+      {"AsymmetricPadding", conv_shape(2, 2, 6, 7, 3, 3, 4, 1, 1, 0, 2, 3, 1, 1, 1, 1)},
       // 'Same' output size with asymmetric padding and dilation: the shifted-plane packing path.
-      {"SameAsymmetricPadding", make(2, 3, 9, 8, 5, 3, 4, 1, 1, 2, 0, 1, 2, 1, 1, 1)},
-      {"SameDilation2Asymmetric", make(2, 4, 7, 9, 3, 3, 3, 1, 1, 1, 3, 3, 1, 2, 2, 1)},
-      {"AsymmetricPaddingStride2", make(1, 3, 9, 10, 2, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1)},
-      {"Dilation2", make(1, 3, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1)},
-      {"MixedStrideDilation", make(2, 2, 11, 9, 3, 3, 2, 2, 1, 1, 3, 0, 2, 1, 2, 1)},
-      {"Groups2", make(2, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2)},
-      {"Groups2Stride2Dilation2", make(3, 4, 13, 11, 4, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2)},
-      {"Groups4Wide", make(2, 32, 10, 9, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4)},
-      {"Depthwise", make(3, 6, 9, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6)},
-      {"DepthwiseStride2Dilation2", make(2, 5, 11, 12, 5, 3, 3, 2, 2, 2, 2, 3, 1, 2, 2, 5)},
-      {"DepthwiseMultiplier2", make(1, 3, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3)},
-      {"DepthwisePointwise", make(2, 4, 5, 6, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 4)},
-      {"SingleInputChannel", make(2, 1, 12, 11, 20, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1)},
-      {"PaddingWiderThanKernel", make(1, 2, 5, 5, 2, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1)},
-      {"Stem7x7Stride2", make(1, 3, 17, 15, 4, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1)},
-      {"KernelCoversInput", make(2, 3, 5, 4, 2, 5, 4, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
-      {"Wide5x5Groups2", make(3, 4, 9, 9, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2)},
-      {"RowsOfWindowsEntirelyInPadding", make(2, 2, 2, 3, 3, 2, 2, 2, 2, 3, 0, 0, 3, 3, 1, 1)},
-      {"SingleChannelSinglePixelOut", make(1, 1, 3, 3, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {"SameAsymmetricPadding", conv_shape(2, 3, 9, 8, 5, 3, 4, 1, 1, 2, 0, 1, 2, 1, 1, 1)},
+      {"SameDilation2Asymmetric", conv_shape(2, 4, 7, 9, 3, 3, 3, 1, 1, 1, 3, 3, 1, 2, 2, 1)},
+      {"AsymmetricPaddingStride2", conv_shape(1, 3, 9, 10, 2, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1, 1)},
+      {"Dilation2", conv_shape(1, 3, 12, 10, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1)},
+      {"MixedStrideDilation", conv_shape(2, 2, 11, 9, 3, 3, 2, 2, 1, 1, 3, 0, 2, 1, 2, 1)},
+      {"Groups2", conv_shape(2, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2)},
+      {"Groups2Stride2Dilation2", conv_shape(3, 4, 13, 11, 4, 3, 3, 2, 2, 2, 1, 1, 2, 2, 2, 2)},
+      {"Groups4Wide", conv_shape(2, 32, 10, 9, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4)},
+      {"Depthwise", conv_shape(3, 6, 9, 8, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6)},
+      {"DepthwiseStride2Dilation2", conv_shape(2, 5, 11, 12, 5, 3, 3, 2, 2, 2, 2, 3, 1, 2, 2, 5)},
+      {"DepthwiseMultiplier2", conv_shape(1, 3, 7, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3)},
+      {"DepthwisePointwise", conv_shape(2, 4, 5, 6, 4, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 4)},
+      {"SingleInputChannel", conv_shape(2, 1, 12, 11, 20, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, 1)},
+      {"PaddingWiderThanKernel", conv_shape(1, 2, 5, 5, 2, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1)},
+      {"Stem7x7Stride2", conv_shape(1, 3, 17, 15, 4, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1)},
+      {"KernelCoversInput", conv_shape(2, 3, 5, 4, 2, 5, 4, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {"Wide5x5Groups2", conv_shape(3, 4, 9, 9, 4, 5, 5, 2, 2, 2, 2, 2, 2, 1, 1, 2)},
+      {"RowsOfWindowsEntirelyInPadding", conv_shape(2, 2, 2, 3, 3, 2, 2, 2, 2, 3, 0, 0, 3, 3, 1, 1)},
+      {"SingleChannelSinglePixelOut", conv_shape(1, 1, 3, 3, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
       // Sizes crossing the cache blocks of both BLIS configurations (KC 256/384, MC 168/480, NC 3072/4080) and
       // leaving partial micro-tiles in every dimension; 520 output channels shrink backward-data's MC and NC.
-      {"CrossesEveryBlock", make(2, 67, 47, 45, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
-      {"ManyOutputChannels", make(1, 13, 9, 10, 520, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
-      {"PointwiseManyPixels", make(3, 40, 41, 43, 29, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
-      {"Plane1Pixel", make(7, 50, 3, 3, 33, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {"CrossesEveryBlock", conv_shape(2, 67, 47, 45, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"ManyOutputChannels", conv_shape(1, 13, 9, 10, 520, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"PointwiseManyPixels", conv_shape(3, 40, 41, 43, 29, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {"Plane1Pixel", conv_shape(7, 50, 3, 3, 33, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
   };
 }
 
