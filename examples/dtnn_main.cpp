@@ -103,6 +103,7 @@ struct TrainArgs : RunArgs {
   double bucket_mb = 25.0;
   int mpi_timeout = 300;
   int drop_last = 0;
+  int sync_bn = 0;
   int fail_rank = -1;
   std::int64_t fail_step = -1;
   std::string fail_mode = "kill";
@@ -318,10 +319,20 @@ int run_train(TrainArgs a, int benchmark) {
     // Everything that must agree for the ranks to train one model together.
     const std::string options = fmt::format(
         "model={} dataset={} train={} test={} batch={} epochs={} steps={} optimizer={} lr={} seed={} drop_last={} "
-        "allreduce={} conv={} loss={}",
+        "allreduce={} conv={} loss={} sync_bn={}",
         a.model, data.train.name, data.train.size(), data.test.size(), a.batch_size, a.epochs, a.steps_per_epoch,
-        optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.conv, a.loss);
-    dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
+        optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.conv, a.loss,
+        a.sync_bn);
+    try {
+      dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
+    } catch (const InvalidArgument& e) {
+      // Every rank found the mismatch: each reports it before any exits (mpirun ends the job at the first
+      // non-zero exit, which could cut the others short).
+      fmt::print(stderr, "dtnn: error: {}\n", e.what());
+      std::fflush(stderr);
+      mpi.barrier("error report");
+      return 2;
+    }
     dtnn::broadcast_weights(model, mpi);
     reducer = std::make_unique<dtnn::runtime::GradientReducer>(
         mpi, dtnn::runtime::ReducerOptions()
@@ -341,7 +352,7 @@ int run_train(TrainArgs a, int benchmark) {
                          .label_smoothing(a.label_smoothing)
                          .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
                          .initial_step(initial_step)
-                         .data_parallel({&mpi, reducer.get(), a.drop_last});
+                         .data_parallel({&mpi, reducer.get(), a.drop_last, a.sync_bn});
   if (a.warmup_epochs > 0) {
     fit_options.callback(std::make_shared<dtnn::WarmUp>(
         dtnn::Epochs{static_cast<std::int64_t>(std::ceil(a.warmup_epochs))}, a.warmup_start));
@@ -627,6 +638,8 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
       ->capture_default_str();
   app->add_flag("--drop-last", a.drop_last,
                 "drop a last global batch smaller than the others (default: split it evenly over the ranks)");
+  app->add_flag("--sync-bn", a.sync_bn,
+                "BatchNorm statistics over every rank's rows of the global batch (default: each rank's own)");
   app->add_option("--fail-rank", a.fail_rank, "fault injection (tests): the rank that fails")->group("");
   app->add_option("--fail-step", a.fail_step, "fault injection (tests): before this global step")->group("");
   app->add_option("--fail-mode", a.fail_mode, "fault injection (tests): kill or hang")

@@ -93,7 +93,8 @@ void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
     return;
   }
   const std::int64_t n = x.shape()[0];
-  const double count = static_cast<double>(n) * plane_size();
+  const std::int64_t batch = batch_rows(n, ctx);
+  const double count = static_cast<double>(batch) * plane_size();
   // As PyTorch: the unbiased variance that updates running_var divides by count - 1.
   if (count <= 1.0) {
     throw InvalidArgument(fmt::format("BatchNorm2d {}: training with {} value per channel (batch {} of {}), expected "
@@ -106,13 +107,23 @@ void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_batch_norm_sums(tag, c, x, partials, t);
   }
-  codelets::submit_batch_norm_mean(tag, count, partials, acc, stats);
+  // Synchronised: the reductions read every rank's rows, gathered rank after rank, so each rank computes the
+  // statistics of the whole global batch in sample order (the same bits on every rank).
+  Tensor* reduced = &partials;
+  if (ctx.sync != nullptr) {
+    reduced = &scratch(x, kGlobalPartials, {batch, c}, 1);
+    ctx.sync->reducer->all_gather(partials, *reduced, ctx.sync->rows_per_rank, name() + ".sums");
+  }
+  codelets::submit_batch_norm_mean(tag, count, *reduced, acc, stats);
   // The squared deviations reuse the partials: their reduction above is what they wait for anyway.
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_batch_norm_sqdev_sums(tag, c, x, stats, partials, t);
   }
+  if (ctx.sync != nullptr) {
+    ctx.sync->reducer->all_gather(partials, *reduced, ctx.sync->rows_per_rank, name() + ".sqdev");
+  }
   codelets::submit_batch_norm_var(tag, kernels::cpu::BatchNormUpdate{count, options_.eps_, options_.momentum_},
-                                  partials, acc, stats, running_mean_->value, running_var_->value, batches_->value);
+                                  *reduced, acc, stats, running_mean_->value, running_var_->value, batches_->value);
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_batch_norm_fwd(tag, c, x, stats, gamma, beta, y, t);
   }
@@ -126,7 +137,8 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
   const codelets::TaskTag tag{name(), ctx.priority + 1};
   const int c = channels_;
   const std::int64_t n = dy.shape()[0];
-  const double count = static_cast<double>(n) * plane_size();
+  const std::int64_t batch = ctx.training ? batch_rows(n, ctx) : n;
+  const double count = static_cast<double>(batch) * plane_size();
   Tensor& stats = scratch(x, kStats, {2, c}, 1);
   if (!ctx.training) {
     codelets::submit_batch_norm_frozen_stats(tag, options_.eps_, running_mean_->value, running_var_->value, stats);
@@ -138,7 +150,15 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
   for (int t = 0; t < dy.tiles(); ++t) {
     codelets::submit_batch_norm_bwd_sums(tag, c, x, dy, stats, partials, t);
   }
-  codelets::submit_batch_norm_bwd_reduce(tag, count, partials, acc, grad_stats,
+  Tensor* reduced = &partials;
+  if (ctx.training && ctx.sync != nullptr) {
+    // dgamma and dbeta come out summed over every rank: the gradient reduction must skip them.
+    reduced = &scratch(x, kGlobalGradPartials, {batch, 2 * static_cast<std::int64_t>(c)}, 1);
+    ctx.sync->reducer->all_gather(partials, *reduced, ctx.sync->rows_per_rank, name() + ".grad_sums");
+    if (weight_ != nullptr) weight_->reduced_over_ranks = 1;
+    if (bias_ != nullptr) bias_->reduced_over_ranks = 1;
+  }
+  codelets::submit_batch_norm_bwd_reduce(tag, count, *reduced, acc, grad_stats,
                                          weight_ != nullptr ? &weight_->grad : nullptr,
                                          bias_ != nullptr ? &bias_->grad : nullptr);
   if (dx == nullptr) {
@@ -147,6 +167,13 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
   for (int t = 0; t < dy.tiles(); ++t) {
     codelets::submit_batch_norm_bwd_data(tag, c, x, dy, stats, ctx.training ? &grad_stats : nullptr, gamma, *dx, t);
   }
+}
+
+std::int64_t BatchNorm2d::batch_rows(std::int64_t local_rows, const PassContext& ctx) const {
+  if (ctx.sync == nullptr) return local_rows;
+  std::int64_t rows = 0;
+  for (std::int64_t r : ctx.sync->rows_per_rank) rows += r;
+  return rows;
 }
 
 void BatchNorm2d::folded_scale_shift(std::vector<float>& scale, std::vector<float>& shift) const {

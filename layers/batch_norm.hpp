@@ -61,9 +61,12 @@ class BatchNorm2d : public Layer {
   [[nodiscard]] Tensor& num_batches_tracked() { return batches_->value; }
 
  private:
-  enum ScratchId : int { kPartials = 0, kGradPartials, kStats, kGradStats, kAccumulator };
+  enum ScratchId : int { kPartials = 0, kGradPartials, kStats, kGradStats, kAccumulator, kGlobalPartials,
+                         kGlobalGradPartials };
 
   [[nodiscard]] int plane_size() const;
+  // Rows the statistics cover: this rank's, or every rank's when synchronised.
+  [[nodiscard]] std::int64_t batch_rows(std::int64_t local_rows, const PassContext& ctx) const;
 
   BatchNorm2dOptions options_;
   int channels_ = 0;

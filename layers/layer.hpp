@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/random.hpp"
+#include "runtime/allreduce.hpp"
 #include "runtime/tensor.hpp"
 
 namespace dtnn {
@@ -21,12 +22,23 @@ struct Parameter {
   Tensor value;
   Tensor grad;
   Tensor tile_grads;  // [tiles, *value.shape()]
+  // 1 when the layer already computes the gradient over every rank (synchronised BatchNorm): the data-parallel
+  // gradient reduction must leave it alone.
+  int reduced_over_ranks = 0;
+};
+
+// BatchNorm statistics over every rank's rows of the batch (synchronised BatchNorm in data-parallel training):
+// the per-sample partial sums are gathered from all ranks through the reducer's communication thread.
+struct BatchSync {
+  runtime::GradientReducer* reducer = nullptr;
+  std::vector<std::int64_t> rows_per_rank;  // this step's rows on each rank, in rank order
 };
 
 struct PassContext {
   int training = 1;        // 0 in evaluation: inference behaviour of layers (running statistics, no dropout)
   int priority = 0;        // base priority of the pass's tasks
   std::int64_t step = 0;   // global training step, for per-step randomness (dropout masks)
+  const BatchSync* sync = nullptr;  // set in data-parallel training with synchronised BatchNorm
 };
 
 // A tensor that is state but not trained (BatchNorm's running statistics), saved in checkpoints.

@@ -290,7 +290,13 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       while (s.pending || in_flight.size() >= 2) {
         drain_one();
       }
-      const PassContext ctx{1, 0, global_step};
+      BatchSync sync;
+      PassContext ctx{1, 0, global_step};
+      if (dp.sync_batchnorm && world > 1) {
+        sync.reducer = dp.reducer;
+        for (const TileRange& r : split_rows(global_rows, world)) sync.rows_per_rank.push_back(r.count);
+        ctx.sync = &sync;
+      }
       augmentation.epoch = epoch;
       submit_load(s, train,
                   std::span(order).subspan(static_cast<std::size_t>(first + mine.begin),
@@ -306,6 +312,11 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       };
       model.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
         for (const NamedParameter& p : named_parameters(layer)) {
+          if (dp.reducer != nullptr && p.parameter->reduced_over_ranks) {
+            // Already summed over the ranks (synchronised BatchNorm): its update needs no bucket.
+            optimizer.submit_update(*p.parameter, p.name, ctx.priority);
+            continue;
+          }
           waiting.push_back(p);
           if (dp.reducer == nullptr || dp.reducer->add(p.parameter->grad, p.name)) {
             submit_updates();

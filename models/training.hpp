@@ -76,6 +76,7 @@ struct DataParallel {
   const runtime::Mpi* mpi = nullptr;             // null or a world of one: no communication
   runtime::GradientReducer* reducer = nullptr;   // required when the world has several ranks
   int drop_last = 0;                             // 1: drop a last global batch smaller than the others
+  int sync_batchnorm = 0;                        // 1: BatchNorm statistics over every rank's rows
 };
 
 struct FitOptions {

@@ -34,6 +34,10 @@ struct GradientReducer::Request {
   float* buffer = nullptr;  // reduced in place: the gradient itself for a one-gradient bucket, else staging
   std::chrono::steady_clock::time_point started;
   double trace_start_us = 0.0;
+  // An all-gather instead of a sum: grads holds the local tiles, target the global tensor.
+  Tensor* target = nullptr;
+  std::vector<int> counts;
+  std::vector<int> displacements;
 };
 
 void GradientReducer::acquired(void* request) {
@@ -106,7 +110,50 @@ void GradientReducer::wait_idle() {
   cv_.wait(lock, [this] { return pending_ == 0; });
 }
 
+void GradientReducer::all_gather(const Tensor& local, Tensor& global, const std::vector<std::int64_t>& rows_per_rank,
+                                 const std::string& name) {
+  auto r = std::make_unique<Request>();
+  r->owner = this;
+  r->step = -1;  // any mode may start it at once
+  r->name = name;
+  r->target = &global;
+  int at = 0;
+  for (std::int64_t rows : rows_per_rank) {
+    r->counts.push_back(static_cast<int>(rows * local.row_elements()));
+    r->displacements.push_back(at);
+    at += r->counts.back();
+  }
+  r->count = static_cast<std::size_t>(local.numel());
+  // Every acquisition is listed before the first is registered: a callback may fire at once, and the request
+  // is ready when the count of callbacks reaches the size of this list.
+  for (int t = 0; t < local.tiles(); ++t) r->grads.push_back(const_cast<Tensor*>(&local));
+  r->grads.push_back(&global);
+  Request* raw = r.get();
+  {
+    std::lock_guard lock(mutex_);
+    ++pending_;
+    queue_.push_back(std::move(r));
+  }
+  for (int t = 0; t < local.tiles(); ++t) {
+    starpu_data_acquire_cb(local.tile(t), STARPU_R, acquired, raw);
+  }
+  // W: the previous content of the global tensor is not needed.
+  starpu_data_acquire_cb(global.handle(), STARPU_W, acquired, raw);
+  cv_.notify_all();
+}
+
 void GradientReducer::start(Request& r) {
+  if (r.target != nullptr) {
+    // Tiles of one tensor are rows of one buffer: the first tile's pointer covers them all.
+    const Tensor& local = *r.grads.front();
+    auto* mine = static_cast<float*>(starpu_data_get_local_ptr(local.tile(0)));
+    r.buffer = static_cast<float*>(starpu_data_get_local_ptr(r.target->handle()));
+    r.started = std::chrono::steady_clock::now();
+    r.trace_start_us = starpu_timing_now();
+    MPI_Iallgatherv(mine, static_cast<int>(r.count), MPI_FLOAT, r.buffer, r.counts.data(), r.displacements.data(),
+                    MPI_FLOAT, mpi_.reduction_comm(), &r.mpi);
+    return;
+  }
   if (r.grads.size() == 1) {
     r.buffer = static_cast<float*>(starpu_data_get_local_ptr(r.grads[0]->handle()));
   } else {
@@ -128,6 +175,13 @@ void GradientReducer::start(Request& r) {
 }
 
 void GradientReducer::finish(Request& r) {
+  if (r.target != nullptr) {
+    Tracer::record("allgather:" + r.name, -1, 0.0, r.trace_start_us, starpu_timing_now());
+    const Tensor& local = *r.grads.front();
+    for (int t = 0; t < local.tiles(); ++t) starpu_data_release(local.tile(t));
+    starpu_data_release(r.target->handle());
+    return;
+  }
   if (r.grads.size() > 1) {
     std::size_t at = 0;
     for (Tensor* g : r.grads) {
@@ -151,9 +205,10 @@ void GradientReducer::run() {
     while (!queue_.empty()) {
       Request& front = *queue_.front();
       const bool ready = front.acquired.load(std::memory_order_acquire) == static_cast<int>(front.grads.size());
-      const bool allowed = options_.mode_ == AllreduceMode::kOverlapped || front.step < steps_closed_;
+      const bool allowed =
+          options_.mode_ == AllreduceMode::kOverlapped || front.step < 0 || front.step < steps_closed_;
       if (!ready || !allowed) break;
-      if (options_.mode_ == AllreduceMode::kBlocking) {
+      if (options_.mode_ == AllreduceMode::kBlocking && front.step >= 0) {
         // The baseline waits for the step's whole backward pass: every bucket of the step must be ready.
         bool all = true;
         for (const auto& r : queue_) {

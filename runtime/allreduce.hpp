@@ -52,6 +52,13 @@ class GradientReducer {
   // Waits until every reduction submitted so far has completed.
   void wait_idle();
 
+  // Gathers every rank's rows of `local` (all its tiles, contiguous) into `global` (one tile), rank after rank:
+  // rows_per_rank[r] rows of row_elements values from rank r. Ordered with the gradient buckets (one FIFO on
+  // every rank), but started as soon as local is final, whatever the mode: the forward pass waits for it
+  // (BatchNorm statistics over the ranks' whole batch).
+  void all_gather(const Tensor& local, Tensor& global, const std::vector<std::int64_t>& rows_per_rank,
+                  const std::string& name);
+
   [[nodiscard]] AllreduceMode mode() const { return options_.mode_; }
 
   struct Request;

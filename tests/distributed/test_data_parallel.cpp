@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "io/dataset.hpp"
+#include "layers/batch_norm.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
@@ -117,6 +118,64 @@ TEST(DataParallelTest, UnevenLastBatchIsSplitAcrossRanks) {
   EXPECT_EQ(d.epochs[0].images, 16);
   const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
   EXPECT_EQ(all[0], all[1]);
+}
+
+Sequential bn_cnn() {
+  Sequential m;
+  m.add<Conv2d>(Conv2dOptions(1, 4, 3).padding(1).bias(0))
+      .add<BatchNorm2d>(BatchNorm2dOptions(4))
+      .add<ReLU>()
+      .add<MaxPool2d>(MaxPool2dOptions(2))
+      .add<Flatten>()
+      .add<Dense>(DenseOptions(4 * 6 * 6, 5));
+  return m;
+}
+
+std::vector<std::vector<float>> state(Sequential& m) {
+  auto w = weights(m);
+  for (const auto& b : m.named_buffers()) w.push_back(b.buffer->value.to_vector());
+  return w;
+}
+
+double worst_difference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (std::size_t j = 0; j < a[i].size(); ++j) worst = std::max(worst, std::abs(double(a[i][j]) - b[i][j]));
+  }
+  return worst;
+}
+
+TEST(DataParallelTest, SynchronisedBatchNormEqualsOneRankWithTheGlobalBatch) {
+  const io::Dataset data = io::synthetic_dataset(200, 1, 12, 12, 5, 31);
+  const std::int64_t batch = 8;
+  auto train_dp = [&](int sync, runtime::AllreduceMode mode) {
+    Sequential model = bn_cnn();
+    model.build({1, 12, 12}, 7);
+    runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions().mode(mode).bucket_bytes(1024));
+    Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+    fit(model, sgd, data,
+        FitOptions().batch_size(batch).tiles(2).steps_per_epoch(6).seed(2).verbose(0).data_parallel(
+            {g_mpi, &reducer, 0, sync}));
+    reducer.wait_idle();
+    const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
+    EXPECT_EQ(all[0], all[1]) << "ranks differ, sync " << sync;
+    return state(model);
+  };
+  const auto synced = train_dp(1, runtime::AllreduceMode::kOverlapped);
+  const auto synced_blocking = train_dp(1, runtime::AllreduceMode::kBlocking);
+  const auto local = train_dp(0, runtime::AllreduceMode::kOverlapped);
+
+  Sequential reference = bn_cnn();
+  reference.build({1, 12, 12}, 7);
+  Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+  fit(reference, sgd, data, FitOptions().batch_size(2 * batch).tiles(2).steps_per_epoch(6).seed(2).verbose(0));
+  const auto ref = state(reference);
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_LE(worst_difference({synced[i]}, {ref[i]}), 1e-5) << "state tensor " << i << " (weights, then buffers)";
+  }
+  EXPECT_EQ(worst_difference(synced, synced_blocking), 0.0);
+  // Without synchronisation each rank normalises with its own half of the batch: a different model.
+  EXPECT_GT(worst_difference(local, ref), 1e-4);
 }
 
 }  // namespace
