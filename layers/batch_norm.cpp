@@ -151,13 +151,14 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
     codelets::submit_batch_norm_bwd_sums(tag, c, x, dy, stats, partials, t);
   }
   Tensor* reduced = &partials;
-  if (ctx.training && ctx.sync != nullptr) {
-    // dgamma and dbeta come out summed over every rank: the gradient reduction must skip them.
+  const int synchronised = ctx.training && ctx.sync != nullptr;
+  if (synchronised) {
     reduced = &scratch(x, kGlobalGradPartials, {batch, 2 * static_cast<std::int64_t>(c)}, 1);
     ctx.sync->reducer->all_gather(partials, *reduced, ctx.sync->rows_per_rank, name() + ".grad_sums");
-    if (weight_ != nullptr) weight_->reduced_over_ranks = 1;
-    if (bias_ != nullptr) bias_->reduced_over_ranks = 1;
   }
+  // Synchronised, dgamma and dbeta come out summed over every rank: the gradient reduction must skip them.
+  if (weight_ != nullptr) weight_->reduced_over_ranks = synchronised;
+  if (bias_ != nullptr) bias_->reduced_over_ranks = synchronised;
   codelets::submit_batch_norm_bwd_reduce(tag, count, *reduced, acc, grad_stats,
                                          weight_ != nullptr ? &weight_->grad : nullptr,
                                          bias_ != nullptr ? &bias_->grad : nullptr);
