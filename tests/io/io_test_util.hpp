@@ -15,9 +15,12 @@
 #include <iterator>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "runtime/errors.hpp"
 
 // Not dtnn::io::testing: the tests live in dtnn::io and name gtest's ::testing unqualified.
 namespace dtnn::io::test_util {
@@ -97,6 +100,12 @@ template <typename E, typename F>
     return ::testing::AssertionFailure() << "threw a different exception: " << e.what();
   }
   return ::testing::AssertionFailure() << "did not throw";
+}
+
+// Asserts a DataError whose message holds every one of the given parts.
+template <class F>
+void expect_data_error(F&& f, std::initializer_list<std::string> parts) {
+  EXPECT_TRUE(throws_with<DataError>(std::forward<F>(f), parts));
 }
 
 }  // namespace dtnn::io::test_util

@@ -102,19 +102,6 @@ void expect_same(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.metric, b.metric);
 }
 
-// Asserts a DataError whose message holds every one of the given parts.
-template <class F>
-void expect_data_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a DataError";
-  } catch (const DataError& e) {
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message: " << e.what() << "\nmissing: " << part;
-    }
-  }
-}
 
 // ---- round trip and layout ----
 

@@ -47,18 +47,6 @@ void expect_same(const Dataset& a, const Dataset& b) {
   EXPECT_EQ(a.images, b.images);
 }
 
-template <class F>
-void expect_data_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a DataError";
-  } catch (const DataError& e) {
-    for (const std::string& part : parts) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-          << "message: " << e.what() << "\nmissing: " << part;
-    }
-  }
-}
 
 struct SmallFile {
   Dataset train = byte_dataset("toy/train", 23, 3, 5, 4, 7, 1);
