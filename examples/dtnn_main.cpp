@@ -15,7 +15,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +39,7 @@
 #include "runtime/engine.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/mpi.hpp"
+#include "runtime/text_file.hpp"
 #include "runtime/trace.hpp"
 
 namespace {
@@ -113,22 +113,6 @@ double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-// Written beside the target and renamed: an earlier file is never replaced by a partial one.
-void write_text(const fs::path& file, const std::string& text, const char* what) {
-  const fs::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) {
-      throw dtnn::DataError(fmt::format("{}: cannot open for writing the {}", file.string(), what));
-    }
-    out << text;
-    if (!out.flush()) {
-      throw dtnn::DataError(fmt::format("{}: writing the {} failed", file.string(), what));
-    }
-  }
-  fs::rename(tmp, file);
 }
 
 // trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
@@ -241,7 +225,7 @@ void write_history(const std::string& file, const dtnn::History& history) {
   if (fs::path(file).extension() == ".json") {
     nlohmann::json all = nlohmann::json::array();
     for (const auto& e : history.epochs) all.push_back(epoch_json(e));
-    write_text(file, all.dump(2) + "\n", "history");
+    dtnn::runtime::write_text_file(file, all.dump(2) + "\n", "history");
     return;
   }
   std::string csv = "epoch,loss,accuracy,top5_accuracy,mse,mae,val_loss,val_accuracy,learning_rate,seconds,"
@@ -253,7 +237,7 @@ void write_history(const std::string& file, const dtnn::History& history) {
                        std::isnan(e.val_accuracy) ? "" : fmt::format("{:.6f}", e.val_accuracy), e.learning_rate,
                        e.seconds, e.images_per_second());
   }
-  write_text(file, csv, "history");
+  dtnn::runtime::write_text_file(file, csv, "history");
 }
 
 int run_train(TrainArgs a, int benchmark) {
@@ -461,7 +445,7 @@ int run_train(TrainArgs a, int benchmark) {
       doc["test_loss"] = test->loss;
       doc["test_samples"] = test->samples;
     }
-    write_text(a.report, doc.dump(2) + "\n", "report");
+    dtnn::runtime::write_text_file(a.report, doc.dump(2) + "\n", "report");
   }
   return 0;
 }
@@ -481,7 +465,7 @@ int run_evaluate(const RunArgs& a, const std::string& checkpoint) {
              info.name, file.string(), c.step, data.test.name, 100.0 * r.accuracy, 100.0 * r.top5_accuracy, r.loss,
              r.mse, r.mae, r.samples, r.seconds);
   if (!a.report.empty()) {
-    write_text(a.report,
+    dtnn::runtime::write_text_file(a.report,
                nlohmann::json{{"model", info.name}, {"checkpoint", file.string()}, {"test_accuracy", r.accuracy},
                               {"test_top5_accuracy", r.top5_accuracy}, {"test_loss", r.loss}, {"mse", r.mse},
                               {"mae", r.mae}, {"test_samples", r.samples}}

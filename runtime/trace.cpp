@@ -3,13 +3,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <fstream>
 #include <mutex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/errors.hpp"
+#include "runtime/text_file.hpp"
 
 namespace dtnn::runtime {
 namespace {
@@ -125,23 +124,7 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
   trace_events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "dtnn"}}}});
   const nlohmann::json doc = {{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}};
 
-  // Written beside the target and renamed, so an existing trace is never left half-written.
-  const std::filesystem::path tmp = file.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) {
-      throw DataError(fmt::format("{}: cannot open for writing the trace", file.string()));
-    }
-    out << doc.dump() << '\n';
-    if (!out.flush()) {
-      throw DataError(fmt::format("{}: write failed", file.string()));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
-    throw DataError(fmt::format("{}: cannot rename {} into place: {}", file.string(), tmp.string(), ec.message()));
-  }
+  write_text_file(file, doc.dump() + "\n", "trace");
 }
 
 }  // namespace dtnn::runtime
