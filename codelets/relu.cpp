@@ -3,6 +3,10 @@
 
 #include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/relu.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -21,8 +25,26 @@ void relu_bwd_data_cpu(void** buffers, void* cl_arg) {
                               runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]));
 }
 
-runtime::Codelet cl_relu_fwd("relu_fwd", runtime::guarded<relu_fwd_cpu>, {STARPU_R, STARPU_W});
-runtime::Codelet cl_relu_bwd_data("relu_bwd_data", runtime::guarded<relu_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W});
+#ifdef DTNN_HAVE_CUDA
+void relu_fwd_cuda(void** buffers, void* cl_arg) {
+  kernels::cuda::relu_fwd(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
+                          runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  runtime::cuda::check_launch("relu_fwd");
+}
+
+void relu_bwd_data_cuda(void** buffers, void* cl_arg) {
+  kernels::cuda::relu_bwd_data(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
+                               runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                               runtime::cuda::stream());
+  runtime::cuda::check_launch("relu_bwd_data");
+}
+#endif
+
+runtime::Codelet cl_relu_fwd("relu_fwd", runtime::guarded<relu_fwd_cpu>,
+                             DTNN_CUDA_FUNC(runtime::guarded<relu_fwd_cuda>), {STARPU_R, STARPU_W});
+runtime::Codelet cl_relu_bwd_data("relu_bwd_data", runtime::guarded<relu_bwd_data_cpu>,
+                                  DTNN_CUDA_FUNC(runtime::guarded<relu_bwd_data_cuda>),
+                                  {STARPU_R, STARPU_R, STARPU_W});
 
 std::size_t tile_elements(const Tensor& t, int tile) {
   return static_cast<std::size_t>(t.tile_range(tile).count * t.row_elements());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/codelet.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -21,10 +22,27 @@ uint32_t footprint_with_args(starpu_task* task) {
   return starpu_hash_crc32c_be_n(task->cl_arg, task->cl_arg_size, starpu_task_data_footprint(task));
 }
 
+std::atomic<Device> g_task_device{Device::kAny};
+
 }  // namespace
 
+void set_task_device(Device device) { g_task_device.store(device); }
+Device task_device() { return g_task_device.load(); }
+const char* to_string(Device device) {
+  switch (device) {
+    case Device::kCpu: return "cpu";
+    case Device::kCuda: return "cuda";
+    case Device::kAny: break;
+  }
+  return "any";
+}
+
 Codelet::Codelet(const char* name, starpu_cpu_func_t cpu, std::initializer_list<starpu_data_access_mode> modes,
-                 Footprint footprint) {
+                 Footprint footprint)
+    : Codelet(name, cpu, nullptr, modes, footprint) {}
+
+Codelet::Codelet(const char* name, starpu_cpu_func_t cpu, starpu_cuda_func_t cuda,
+                 std::initializer_list<starpu_data_access_mode> modes, Footprint footprint) {
   model_.type = STARPU_HISTORY_BASED;
   model_.symbol = name;
   if (footprint == Footprint::kDataAndArgs) {
@@ -32,6 +50,11 @@ Codelet::Codelet(const char* name, starpu_cpu_func_t cpu, std::initializer_list<
   }
   cl_.where = STARPU_CPU;
   cl_.cpu_funcs[0] = cpu;
+  if (cuda != nullptr) {
+    cl_.where |= STARPU_CUDA;
+    cl_.cuda_funcs[0] = cuda;
+    cl_.cuda_flags[0] = STARPU_CUDA_ASYNC;
+  }
   cl_.name = name;
   cl_.model = &model_;
   if (modes.size() == 0) {
@@ -76,6 +99,13 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
     task->cl_arg = copy;
     task->cl_arg_size = args_size;
     task->cl_arg_free = 1;
+  }
+  if (cl.has_cuda()) {
+    switch (task_device()) {
+      case Device::kCpu: task->where = STARPU_CPU; break;
+      case Device::kCuda: task->where = STARPU_CUDA; break;
+      case Device::kAny: break;
+    }
   }
   task->name = intern(info.name);
   task->flops = info.flops;

@@ -12,7 +12,21 @@
 #include <type_traits>
 #include <vector>
 
+#ifdef DTNN_HAVE_CUDA
+#define DTNN_CUDA_FUNC(f) (f)
+#else
+#define DTNN_CUDA_FUNC(f) nullptr
+#endif
+
 namespace dtnn::runtime {
+
+// Where tasks may run, process-wide (the CLI's --device, and tests that run one codelet on each kind of
+// worker). kCpu and kCuda restrict the tasks of codelets that have a CUDA implementation; the others
+// (loading a batch, say) always run on CPU workers.
+enum class Device { kAny, kCpu, kCuda };
+void set_task_device(Device device);
+[[nodiscard]] Device task_device();
+[[nodiscard]] const char* to_string(Device device);
 
 // What distinguishes the histories of a performance model: the sizes of the data only, or the sizes and
 // the task's argument struct (its shape fields), for codelets whose cost depends on more than sizes.
@@ -24,12 +38,18 @@ class Codelet {
   // each task.
   Codelet(const char* name, starpu_cpu_func_t cpu, std::initializer_list<starpu_data_access_mode> modes,
           Footprint footprint = Footprint::kDataAndArgs);
+  // With a CUDA implementation too (nullptr: none). CUDA bodies are asynchronous: they only enqueue work on
+  // the worker's stream (runtime/cuda.hpp), and StarPU waits for the stream before the task counts as done.
+  // Write the argument as DTNN_CUDA_FUNC(f) so that builds without CUDA compile it as nullptr.
+  Codelet(const char* name, starpu_cpu_func_t cpu, starpu_cuda_func_t cuda,
+          std::initializer_list<starpu_data_access_mode> modes, Footprint footprint = Footprint::kDataAndArgs);
   Codelet(const Codelet&) = delete;
   Codelet& operator=(const Codelet&) = delete;
 
   [[nodiscard]] starpu_codelet* get() { return &cl_; }
   [[nodiscard]] const char* name() const { return cl_.name; }
   [[nodiscard]] bool variable_buffers() const { return cl_.nbuffers == STARPU_VARIABLE_NBUFFERS; }
+  [[nodiscard]] bool has_cuda() const { return cl_.cuda_funcs[0] != nullptr; }
 
  private:
   starpu_codelet cl_{};

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "runtime/blis_setup.hpp"
+#include "runtime/cuda.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/failure.hpp"
 
@@ -18,7 +19,7 @@ namespace {
 
 Engine* g_current = nullptr;
 
-constexpr std::array kKnownSchedulers = {"lws", "ws", "prio", "eager", "random", "dm", "dmda", "dmdas",
+constexpr std::array kKnownSchedulers = {"auto", "lws", "ws", "prio", "eager", "random", "dm", "dmda", "dmdas",
                                          "dmdar", "dmdap", "heft", "pheft", "peager", "graph_test",
                                          "modular-eager", "modular-heft", "modular-prio"};
 
@@ -35,6 +36,19 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
     }
     throw InvalidArgument(fmt::format("Engine: unknown scheduler '{}', expected one of {}", options_.scheduler_, known));
   }
+  if (options_.cuda_ < -1) {
+    throw InvalidArgument(fmt::format("Engine: cuda={}, expected -1 (every GPU), 0 or a positive count", options_.cuda_));
+  }
+  if (options_.cuda_ != 0 && !built_with_cuda()) {
+#ifdef STARPU_USE_CUDA
+    constexpr const char* starpu_cuda = "StarPU has CUDA but dtnn was configured without it";
+#else
+    constexpr const char* starpu_cuda = "the StarPU it was built with has no CUDA";
+#endif
+    throw InvalidArgument(fmt::format("Engine: cuda={} asks for GPUs, expected 0 in this build ({}); build the "
+                                      "CUDA configuration with 'DTNN_CUDA=1 scripts/setup.sh build'",
+                                      options_.cuda_, starpu_cuda));
+  }
   if (options_.workers_ < 0) {
     throw InvalidArgument(fmt::format("Engine: workers={}, expected 0 (all cores) or a positive count", options_.workers_));
   }
@@ -45,9 +59,20 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int requested = options_.workers_ > 0 ? options_.workers_ : cores;
   conf.ncpus = std::min(requested, STARPU_MAXCPUS);
-  conf.ncuda = 0;
+  conf.ncuda = options_.cuda_;
+  if (options_.cuda_ == 1 && options_.cuda_device_ >= 0) {
+    conf.use_explicit_workers_cuda_gpuid = 1;
+    conf.workers_cuda_gpuid[0] = static_cast<unsigned>(options_.cuda_device_);
+  }
   conf.nopencl = 0;
-  conf.sched_policy_name = options_.scheduler_.c_str();
+  conf.nmic = 0;
+  conf.nmpi_ms = 0;
+  // "auto": decided by whether GPUs will be used (StarPU counts them at init; asking for none settles it).
+  std::string scheduler = options_.scheduler_;
+  if (scheduler == "auto") {
+    scheduler = options_.cuda_ == 0 ? kDefaultScheduler : kDefaultGpuScheduler;
+  }
+  conf.sched_policy_name = scheduler.c_str();
   // Workers are bound to cores; the submitting thread must not steal a core from them.
   const int rc = starpu_init(&conf);
   if (rc != 0) {
@@ -58,11 +83,19 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
     starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
   }
   cpu_workers_ = static_cast<int>(starpu_cpu_worker_get_count());
+  cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
+  options_.scheduler_ = scheduler;
+#ifdef DTNN_HAVE_CUDA
+  cuda::start_workers();
+#endif
   g_current = this;
 }
 
 Engine::~Engine() {
   starpu_task_wait_for_all();
+#ifdef DTNN_HAVE_CUDA
+  cuda::stop_workers();
+#endif
   starpu_shutdown();
   g_current = nullptr;
 }
@@ -71,8 +104,21 @@ std::string Engine::describe() const {
   const BlisSetup& blis = configure_blis();
   int major = 0, minor = 0, release = 0;
   starpu_get_version(&major, &minor, &release);
-  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers; BLIS {} '{}' ({})", major, minor, release,
-                     options_.scheduler_, cpu_workers_, blis.version, blis.arch, blis.reason);
+  std::string gpus;
+  if (cuda_workers_ > 0) {
+    gpus = fmt::format(", {} CUDA worker{}", cuda_workers_, cuda_workers_ == 1 ? "" : "s");
+#ifdef DTNN_HAVE_CUDA
+    for (int w = 0; w < static_cast<int>(starpu_worker_get_count()); ++w) {
+      if (starpu_worker_get_type(w) == STARPU_CUDA_WORKER) {
+        char name[128];
+        starpu_worker_get_name(w, name, sizeof(name));
+        gpus += fmt::format(" [{}]", name);
+      }
+    }
+#endif
+  }
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}; BLIS {} '{}' ({})", major, minor, release,
+                     options_.scheduler_, cpu_workers_, gpus, blis.version, blis.arch, blis.reason);
 }
 
 void Engine::wait_all() {
@@ -84,6 +130,14 @@ void Engine::wait_all() {
 }
 
 Engine* Engine::current() { return g_current; }
+
+bool built_with_cuda() {
+#ifdef DTNN_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
 
 int clamp_priority(int priority) {
   return std::clamp(priority, starpu_sched_get_min_priority(), starpu_sched_get_max_priority());

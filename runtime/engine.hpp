@@ -9,15 +9,26 @@ namespace dtnn::runtime {
 // Schedulers that honour task priorities (measured: dmda ignores them). The default is lws, a
 // work-stealing scheduler with priority queues and no calibration cost.
 inline constexpr const char* kDefaultScheduler = "lws";
+// With CUDA workers the default is dmdas: it places each task on the worker whose calibrated performance
+// model (history per codelet and shape) gives the earliest end, data transfers included, and it honours
+// priorities. "auto" picks kDefaultScheduler or kDefaultGpuScheduler by whether CUDA workers started.
+inline constexpr const char* kDefaultGpuScheduler = "dmdas";
+
+// True when this build has the CUDA codelets (a CUDA-enabled StarPU and nvcc were found at configure time).
+[[nodiscard]] bool built_with_cuda();
 
 struct EngineOptions {
   std::string scheduler_ = kDefaultScheduler;
   int workers_ = 0;    // CPU workers; 0 = one per core, capped by StarPU's build
   int profiling_ = 0;  // 1 = collect per-task profiling info (needed by the tracer)
+  int cuda_ = 0;       // CUDA workers (one per GPU): 0 = none, -1 = every GPU StarPU finds, n = the first n
+  int cuda_device_ = -1;  // with cuda_ = 1: use this CUDA device id (one rank per GPU), -1 = StarPU's choice
 
   EngineOptions& scheduler(std::string name) { scheduler_ = std::move(name); return *this; }
   EngineOptions& workers(int n) { workers_ = n; return *this; }
   EngineOptions& profiling(int on) { profiling_ = on; return *this; }
+  EngineOptions& cuda(int n) { cuda_ = n; return *this; }
+  EngineOptions& cuda_device(int id) { cuda_device_ = id; return *this; }
 };
 
 class Engine {
@@ -28,6 +39,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   [[nodiscard]] int cpu_workers() const { return cpu_workers_; }
+  [[nodiscard]] int cuda_workers() const { return cuda_workers_; }
   [[nodiscard]] const std::string& scheduler() const { return options_.scheduler_; }
   // One line for logs: StarPU version, scheduler, workers, BLIS configuration.
   [[nodiscard]] std::string describe() const;
@@ -41,6 +53,7 @@ class Engine {
  private:
   EngineOptions options_;
   int cpu_workers_ = 0;
+  int cuda_workers_ = 0;
 };
 
 // Clamps a priority to the range of the running scheduler.

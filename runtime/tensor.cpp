@@ -64,6 +64,10 @@ Tensor::Tensor(Shape shape, int tiles) : shape_(std::move(shape)) {
     throw std::bad_alloc();
   }
   std::memset(data_, 0, bytes);
+  // With GPUs, page-locked host memory lets StarPU copy tiles asynchronously (and overlap them with kernels).
+  if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0 && starpu_memory_pin(data_, bytes) == 0) {
+    pinned_bytes_ = bytes;
+  }
   ranges_ = split_rows(shape_[0], tiles);
   const std::int64_t row = row_elements();
   handles_.reserve(ranges_.size());
@@ -81,6 +85,7 @@ Tensor::Tensor(Tensor&& other) noexcept
     : shape_(std::move(other.shape_)),
       numel_(std::exchange(other.numel_, 0)),
       data_(std::exchange(other.data_, nullptr)),
+      pinned_bytes_(std::exchange(other.pinned_bytes_, 0)),
       ranges_(std::move(other.ranges_)),
       handles_(std::move(other.handles_)) {}
 
@@ -90,6 +95,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
     shape_ = std::move(other.shape_);
     numel_ = std::exchange(other.numel_, 0);
     data_ = std::exchange(other.data_, nullptr);
+    pinned_bytes_ = std::exchange(other.pinned_bytes_, 0);
     ranges_ = std::move(other.ranges_);
     handles_ = std::move(other.handles_);
   }
@@ -103,6 +109,10 @@ void Tensor::release() noexcept {
   }
   handles_.clear();
   ranges_.clear();
+  if (pinned_bytes_ > 0) {
+    starpu_memory_unpin(data_, pinned_bytes_);
+    pinned_bytes_ = 0;
+  }
   std::free(data_);
   data_ = nullptr;
 }

@@ -79,6 +79,7 @@ class Tensor {
   Shape shape_;
   std::int64_t numel_ = 0;
   float* data_ = nullptr;
+  std::size_t pinned_bytes_ = 0;  // > 0: the buffer is page-locked for asynchronous GPU transfers
   std::vector<TileRange> ranges_;
   std::vector<starpu_data_handle_t> handles_;
 };

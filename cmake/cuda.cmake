@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+# Decides whether the CUDA codelets are built (DTNN_HAVE_CUDA) and finds what they link: the CUDA runtime,
+# cuBLAS, cuDNN and NCCL. Needs a StarPU built with CUDA (scripts/build_starpu_cuda.sh; Debian's is not).
+set(DTNN_HAVE_CUDA OFF)
+if(NOT DTNN_CUDA STREQUAL "OFF")
+  set(starpu_cuda OFF)
+  foreach(dir ${STARPU_INCLUDE_DIRS})
+    if(EXISTS ${dir}/starpu_config.h)
+      file(STRINGS ${dir}/starpu_config.h starpu_cuda_line REGEX "^#define STARPU_USE_CUDA 1")
+      if(starpu_cuda_line)
+        set(starpu_cuda ON)
+      endif()
+    endif()
+  endforeach()
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(starpu_cuda AND CMAKE_CUDA_COMPILER)
+    set(DTNN_HAVE_CUDA ON)
+  elseif(DTNN_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "DTNN_CUDA=ON: needs a StarPU built with CUDA (found ${STARPU_LIBDIR}: "
+                        "${starpu_cuda}; build one with scripts/build_starpu_cuda.sh and put its "
+                        "lib/pkgconfig first in PKG_CONFIG_PATH) and nvcc (found: '${CMAKE_CUDA_COMPILER}')")
+  else()
+    message(STATUS "dtnn: CUDA codelets off (StarPU with CUDA: ${starpu_cuda}, nvcc: '${CMAKE_CUDA_COMPILER}')")
+  endif()
+endif()
+
+if(DTNN_HAVE_CUDA)
+  set(CMAKE_CUDA_ARCHITECTURES ${DTNN_CUDA_ARCHITECTURES})
+  # CMake 3.25 knows no C++20 flag for nvcc: CUDA sources are C++17.
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY OR NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "CUDA build: cuDNN (${CUDNN_LIBRARY}) and NCCL (${NCCL_LIBRARY}) are required next to "
+                        "CUDA ${CUDAToolkit_VERSION} (${CUDAToolkit_LIBRARY_DIR})")
+  endif()
+  add_library(dtnn::cuda_libs INTERFACE IMPORTED)
+  target_include_directories(dtnn::cuda_libs INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+  target_link_libraries(dtnn::cuda_libs INTERFACE CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+  message(STATUS "dtnn: CUDA codelets ON (CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}, "
+                 "StarPU ${STARPU_LIBDIR}, cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY})")
+endif()

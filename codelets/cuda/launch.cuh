@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+// Launch geometry shared by the element-wise CUDA kernels: grid-stride loops over a 1-D range.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace dtnn::kernels::cuda {
+
+inline constexpr int kThreads = 256;
+
+// Enough blocks to fill the GPU several times over, no more: grid-stride loops cover the rest.
+inline unsigned blocks_for(std::size_t count) {
+  const std::size_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, 65535));
+}
+
+#define DTNN_GRID_STRIDE(i, count)                                                                  \
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
+       i += static_cast<std::size_t>(blockDim.x) * gridDim.x)
+
+}  // namespace dtnn::kernels::cuda

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/relu.hpp"
+#include "cuda_test_util.hpp"
+
+namespace dtnn {
+namespace {
+
+using testing_cuda::compare_cpu_cuda;
+using testing_cuda::random_tensor;
+
+TEST(CudaRelu, ForwardAndBackwardMatchCpu) {
+  DTNN_REQUIRE_CUDA();
+  Tensor x = random_tensor({37, 3, 5, 7}, 3, 1);
+  Tensor dy = random_tensor({37, 3, 5, 7}, 3, 2);
+  Tensor y({37, 3, 5, 7}, 3), dx({37, 3, 5, 7}, 3);
+  const codelets::TaskTag tag{"relu"};
+  compare_cpu_cuda(
+      [&] {
+        for (int t = 0; t < x.tiles(); ++t) {
+          codelets::submit_relu_fwd(tag, x, y, t);
+          codelets::submit_relu_bwd_data(tag, y, dy, dx, t);
+        }
+      },
+      {&y, &dx}, 0.0, 0.0);
+}
+
+}  // namespace
+}  // namespace dtnn
