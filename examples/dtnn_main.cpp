@@ -60,7 +60,9 @@ struct RunArgs {
   std::string conv = "convgemm";
   int tiles = 2;
   int workers = 0;
-  std::string scheduler = dtnn::runtime::kDefaultScheduler;
+  std::string scheduler = "auto";
+  std::string device = "auto";
+  int gpus = -1;
   std::uint64_t seed = 0;
   std::int64_t batch_size = 64;
   std::string loss = "cce";
@@ -100,6 +102,7 @@ struct TrainArgs : RunArgs {
   std::string resume;
   int no_test = 0;
   std::string allreduce = "overlapped";
+  std::string allreduce_backend = "auto";
   double bucket_mb = 25.0;
   int mpi_timeout = 300;
   int drop_last = 0;
@@ -108,6 +111,40 @@ struct TrainArgs : RunArgs {
   std::int64_t fail_step = -1;
   std::string fail_mode = "kill";
 };
+
+// The engine for --device/--gpus/--workers/--scheduler. Under mpirun each rank takes one GPU (local rank modulo the
+// GPUs of the node). Tasks of codelets with a CUDA body then go where --device says.
+dtnn::runtime::EngineOptions engine_options(const RunArgs& a, int profiling, const dtnn::runtime::Mpi* mpi = nullptr) {
+  auto options = dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(profiling);
+  const bool want_gpu = a.device == "cuda" || a.device == "all";
+  if (want_gpu && !dtnn::runtime::built_with_cuda()) {
+    throw InvalidArgument(fmt::format("--device {}: this build has no CUDA codelets, expected cpu (build the CUDA "
+                                      "configuration with 'DTNN_CUDA=1 scripts/setup.sh build')",
+                                      a.device));
+  }
+  if (a.device != "cpu" && dtnn::runtime::built_with_cuda() && a.gpus != 0) {
+    const int devices = dtnn::runtime::cuda_device_count();
+    if (mpi != nullptr && mpi->active() && devices > 0) {
+      options.cuda(1).cuda_device(dtnn::runtime::local_rank() % devices);
+    } else {
+      options.cuda(a.gpus);
+    }
+  }
+  return options;
+}
+
+// After the engine started: where the tasks go (auto: on the GPUs when there are any).
+void select_device(const RunArgs& a, const dtnn::runtime::Engine& engine) {
+  using dtnn::runtime::Device;
+  const bool want_gpu = a.device == "cuda" || a.device == "all";
+  if (want_gpu && engine.cuda_workers() == 0) {
+    throw InvalidArgument(fmt::format("--device {}: no GPU found (no CUDA worker started), expected at least one",
+                                      a.device));
+  }
+  dtnn::runtime::set_task_device(a.device == "all" ? Device::kAny
+                                 : a.device == "cpu" || engine.cuda_workers() == 0 ? Device::kCpu
+                                                                                   : Device::kCuda);
+}
 
 double peak_rss_mb() {
   rusage usage{};
@@ -245,8 +282,8 @@ int run_train(TrainArgs a, int benchmark) {
   dtnn::runtime::Mpi mpi(a.mpi_timeout);
   const bool root = mpi.rank() == 0;
   const bool talk = root && !a.quiet;
-  dtnn::runtime::Engine engine(
-      dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(a.trace.empty() ? 0 : 1));
+  dtnn::runtime::Engine engine(engine_options(a, a.trace.empty() ? 0 : 1, &mpi));
+  select_device(a, engine);
   if (talk) {
     fmt::print("dtnn: {}{}\n", engine.describe(),
                mpi.active() ? fmt::format("; {} MPI ranks, allreduce {}", mpi.size(), a.allreduce) : "");
@@ -303,9 +340,10 @@ int run_train(TrainArgs a, int benchmark) {
     // Everything that must agree for the ranks to train one model together.
     const std::string options = fmt::format(
         "model={} dataset={} train={} test={} batch={} epochs={} steps={} optimizer={} lr={} seed={} drop_last={} "
-        "allreduce={} conv={} loss={} sync_bn={}",
+        "allreduce={} allreduce_backend={} conv={} loss={} sync_bn={}",
         a.model, data.train.name, data.train.size(), data.test.size(), a.batch_size, a.epochs, a.steps_per_epoch,
-        optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.conv, a.loss,
+        optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.allreduce_backend,
+        a.conv, a.loss,
         a.sync_bn);
     try {
       dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
@@ -318,11 +356,20 @@ int run_train(TrainArgs a, int benchmark) {
       return 2;
     }
     dtnn::broadcast_weights(model, mpi);
+    // NCCL when the gradients live on this rank's GPU (auto), MPI otherwise.
+    const bool on_gpu = engine.cuda_workers() > 0 && dtnn::runtime::task_device() != dtnn::runtime::Device::kCpu;
+    const bool nccl = a.allreduce_backend == "nccl" || (a.allreduce_backend == "auto" && on_gpu);
+    if (nccl && !on_gpu) {
+      throw InvalidArgument("--allreduce-backend nccl: the gradients are not on a GPU (no CUDA worker, or "
+                            "--device cpu), expected mpi");
+    }
     reducer = std::make_unique<dtnn::runtime::GradientReducer>(
         mpi, dtnn::runtime::ReducerOptions()
                  .mode(a.allreduce == "blocking" ? dtnn::runtime::AllreduceMode::kBlocking
                                                  : dtnn::runtime::AllreduceMode::kOverlapped)
-                 .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024)));
+                 .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024))
+                 .backend(nccl ? dtnn::runtime::AllreduceBackend::kNccl : dtnn::runtime::AllreduceBackend::kMpi)
+                 .cuda_device(engine.cuda_workers() > 0 ? dtnn::runtime::local_rank() % std::max(1, dtnn::runtime::cuda_device_count()) : 0));
   }
 
   auto fit_options = dtnn::FitOptions()
@@ -424,6 +471,8 @@ int run_train(TrainArgs a, int benchmark) {
         {"conv", a.conv},
         {"scheduler", engine.scheduler()},
         {"workers", engine.cpu_workers()},
+        {"cuda_workers", engine.cuda_workers()},
+        {"device", dtnn::runtime::to_string(dtnn::runtime::task_device())},
         {"seed", a.seed},
         {"optimizer", optimizer->describe()},
         {"engine", engine.describe()},
@@ -452,7 +501,8 @@ int run_train(TrainArgs a, int benchmark) {
 
 int run_evaluate(const RunArgs& a, const std::string& checkpoint) {
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
-  dtnn::runtime::Engine engine(dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers));
+  dtnn::runtime::Engine engine(engine_options(a, 0));
+  select_device(a, engine);
   dtnn::io::TrainTest data = load_data(a, info, a.batch_size);
   dtnn::Sequential model = build_model(a, info);
   const fs::path file = dtnn::io::resolve_checkpoint(checkpoint);
@@ -537,7 +587,16 @@ void add_run_options(CLI::App* app, RunArgs& a) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app->add_option("--workers", a.workers, "CPU workers (0: one per core)")->check(CLI::NonNegativeNumber);
-  app->add_option("--scheduler", a.scheduler, "StarPU scheduler (lws, dmdas, prio, eager, ...)")
+  app->add_option("--scheduler", a.scheduler,
+                  "StarPU scheduler (lws, dmdas, prio, eager, ...; auto: lws on CPUs, dmdas with GPUs)")
+      ->capture_default_str();
+  app->add_option("--device", a.device,
+                  "where tasks run: cpu, cuda (GPUs; CPU-only tasks such as loading stay on CPUs), all (CPUs and "
+                  "GPUs, placed by the scheduler's performance models) or auto (cuda when a GPU is found)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "all"}))
+      ->capture_default_str();
+  app->add_option("--gpus", a.gpus, "GPUs to use (-1: all; under mpirun one per rank)")
+      ->check(CLI::Range(-1, 64))
       ->capture_default_str();
   app->add_option("--seed", a.seed, "seed of initialisation, shuffling, augmentation, dropout and subsets")
       ->capture_default_str();
@@ -612,6 +671,10 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
                   "MPI gradient reduction: overlapped (each bucket as soon as its gradients are final) or "
                   "blocking (after the whole backward pass)")
       ->check(CLI::IsMember({"overlapped", "blocking"}))
+      ->capture_default_str();
+  app->add_option("--allreduce-backend", a.allreduce_backend,
+                  "mpi (host buffers), nccl (GPU buffers) or auto (nccl when training on GPUs)")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
       ->capture_default_str();
   app->add_option("--bucket-mb", a.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
       ->check(CLI::PositiveNumber)

@@ -7,10 +7,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "runtime/errors.hpp"
 #include "runtime/trace.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "runtime/nccl.hpp"
+#else
+namespace dtnn::runtime {
+class NcclComm {};  // never created without CUDA
+}  // namespace dtnn::runtime
+#endif
 
 namespace dtnn::runtime {
 namespace {
@@ -38,6 +47,16 @@ struct GradientReducer::Request {
   Tensor* target = nullptr;
   std::vector<int> counts;
   std::vector<int> displacements;
+#ifdef DTNN_HAVE_CUDA
+  std::unique_ptr<NcclComm::Flight, void (*)(NcclComm::Flight*)> flight{nullptr, nullptr};
+#endif
+  [[nodiscard]] bool on_gpu() const {
+#ifdef DTNN_HAVE_CUDA
+    return flight != nullptr;
+#else
+    return false;
+#endif
+  }
 };
 
 void GradientReducer::acquired(void* request) {
@@ -47,6 +66,24 @@ void GradientReducer::acquired(void* request) {
 }
 
 GradientReducer::GradientReducer(const Mpi& mpi, ReducerOptions options) : mpi_(mpi), options_(options) {
+  if (options_.backend_ == AllreduceBackend::kNccl) {
+#ifdef DTNN_HAVE_CUDA
+    for (unsigned w = 0; w < starpu_worker_get_count(); ++w) {
+      if (starpu_worker_get_type(static_cast<int>(w)) == STARPU_CUDA_WORKER &&
+          starpu_worker_get_devid(static_cast<int>(w)) == options_.cuda_device_) {
+        gpu_node_ = static_cast<int>(starpu_worker_get_memory_node(w));
+      }
+    }
+    if (gpu_node_ < 0) {
+      throw InvalidArgument(fmt::format("allreduce nccl: no CUDA worker on device {} in this rank, expected one "
+                                        "GPU per rank (--device cuda)",
+                                        options_.cuda_device_));
+    }
+    nccl_ = std::make_unique<NcclComm>(mpi, options_.cuda_device_);
+#else
+    throw InvalidArgument("allreduce nccl: this build has no CUDA, expected mpi");
+#endif
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -85,9 +122,14 @@ int GradientReducer::flush() {
     ++pending_;
     queue_.push_back(std::move(open_));
   }
-  // After the request is queued: a callback may fire at once, from a StarPU thread.
+  // After the request is queued: a callback may fire at once, from a StarPU thread. With NCCL the gradients
+  // are acquired where NCCL reads them, on the GPU (StarPU moves them there if the tile sums ran on a CPU).
   for (Tensor* g : r->grads) {
-    starpu_data_acquire_cb(g->handle(), STARPU_RW, acquired, r);
+    if (gpu_node_ >= 0) {
+      starpu_data_acquire_on_node_cb(g->handle(), gpu_node_, STARPU_RW, acquired, r);
+    } else {
+      starpu_data_acquire_cb(g->handle(), STARPU_RW, acquired, r);
+    }
   }
   ++next_bucket_;
   cv_.notify_all();
@@ -154,6 +196,20 @@ void GradientReducer::start(Request& r) {
                     MPI_FLOAT, mpi_.reduction_comm(), &r.mpi);
     return;
   }
+#ifdef DTNN_HAVE_CUDA
+  if (nccl_) {
+    // In place on each gradient's GPU copy, as one NCCL group: no packing.
+    std::vector<std::pair<float*, std::size_t>> buffers;
+    for (Tensor* g : r.grads) {
+      buffers.emplace_back(static_cast<float*>(starpu_data_handle_to_pointer(g->handle(), gpu_node_)),
+                           static_cast<std::size_t>(g->numel()));
+    }
+    r.started = std::chrono::steady_clock::now();
+    r.trace_start_us = starpu_timing_now();
+    r.flight = nccl_->start_sum(buffers, "NCCL gradient allreduce of " + r.name);
+    return;
+  }
+#endif
   if (r.grads.size() == 1) {
     r.buffer = static_cast<float*>(starpu_data_get_local_ptr(r.grads[0]->handle()));
   } else {
@@ -182,7 +238,7 @@ void GradientReducer::finish(Request& r) {
     starpu_data_release(r.target->handle());
     return;
   }
-  if (r.grads.size() > 1) {
+  if (r.grads.size() > 1 && !r.on_gpu()) {
     std::size_t at = 0;
     for (Tensor* g : r.grads) {
       auto* p = static_cast<float*>(starpu_data_get_local_ptr(g->handle()));
@@ -197,7 +253,51 @@ void GradientReducer::finish(Request& r) {
   }
 }
 
+void GradientReducer::time_out(const Request& r) {
+#ifdef DTNN_HAVE_CUDA
+  if (nccl_) nccl_->abort();
+#endif
+  mpi_.abort(fmt::format("gradient allreduce of {} did not complete within {} s (--mpi-timeout): {} died or hangs",
+                         r.name, mpi_.timeout_s(), mpi_.peers()));
+}
+
+int GradientReducer::test(Request& r) {
+  int done = 0;
+#ifdef DTNN_HAVE_CUDA
+  if (r.on_gpu()) {
+    try {
+      done = nccl_->test(*r.flight, "NCCL gradient allreduce of " + r.name);
+    } catch (const std::exception& e) {
+      nccl_->abort();
+      mpi_.abort(e.what());
+    }
+  } else
+#endif
+  {
+    MPI_Test(&r.mpi, &done, MPI_STATUS_IGNORE);
+  }
+  if (!done && std::chrono::steady_clock::now() - r.started > std::chrono::seconds(mpi_.timeout_s())) {
+    time_out(r);
+  }
+  return done;
+}
+
+void GradientReducer::wait_for(Request& r) {
+  if (!r.on_gpu()) {
+    mpi_.wait(r.mpi, fmt::format("gradient allreduce of {}", r.name), kMaxPauseUs);
+    return;
+  }
+  auto pause = std::chrono::microseconds(10);
+  while (!test(r)) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(kMaxPauseUs));
+  }
+}
+
 void GradientReducer::run() {
+#ifdef DTNN_HAVE_CUDA
+  if (nccl_) nccl_->bind_thread();
+#endif
   std::unique_lock lock(mutex_);
   auto pause = std::chrono::microseconds(10);
   while (true) {
@@ -222,7 +322,7 @@ void GradientReducer::run() {
       lock.unlock();
       start(*r);
       if (options_.mode_ == AllreduceMode::kBlocking) {
-        mpi_.wait(r->mpi, fmt::format("gradient allreduce of {}", r->name), kMaxPauseUs);
+        wait_for(*r);
         finish(*r);
         lock.lock();
         --pending_;
@@ -235,15 +335,9 @@ void GradientReducer::run() {
     if (!flying_.empty()) {
       lock.unlock();
       for (auto& r : flying_) {
-        int done = 0;
-        MPI_Test(&r->mpi, &done, MPI_STATUS_IGNORE);
-        if (done) {
+        if (test(*r)) {
           finish(*r);
           r.reset();
-        } else if (std::chrono::steady_clock::now() - r->started > std::chrono::seconds(mpi_.timeout_s())) {
-          mpi_.abort(fmt::format("gradient allreduce of {} did not complete within {} s (--mpi-timeout): {} died "
-                                 "or hangs",
-                                 r->name, mpi_.timeout_s(), mpi_.peers()));
         }
       }
       const auto before = flying_.size();

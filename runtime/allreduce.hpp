@@ -22,17 +22,29 @@
 #include "runtime/tensor.hpp"
 
 namespace dtnn::runtime {
+class NcclComm;
+}
+
+namespace dtnn::runtime {
 
 enum class AllreduceMode {
   kOverlapped,  // each bucket as soon as its gradients are final
   kBlocking,    // all buckets of a step after its whole backward pass (the baseline)
 };
 
+// How the sums travel: MPI_Iallreduce on host copies of the gradients, or NCCL on the GPU copies (gradients
+// acquired on the GPU's memory node, reduced in place on a stream of their own; one rank per GPU).
+enum class AllreduceBackend { kMpi, kNccl };
+
 struct ReducerOptions {
   ReducerOptions& mode(AllreduceMode m) { mode_ = m; return *this; }
+  ReducerOptions& backend(AllreduceBackend b) { backend_ = b; return *this; }
+  ReducerOptions& cuda_device(int d) { cuda_device_ = d; return *this; }
   ReducerOptions& bucket_bytes(std::size_t b) { bucket_bytes_ = b; return *this; }
   AllreduceMode mode_ = AllreduceMode::kOverlapped;
   std::size_t bucket_bytes_ = std::size_t{25} << 20;  // PyTorch DDP's default bucket
+  AllreduceBackend backend_ = AllreduceBackend::kMpi;
+  int cuda_device_ = 0;  // kNccl: the CUDA device of this rank's worker
 };
 
 class GradientReducer {
@@ -60,6 +72,7 @@ class GradientReducer {
                   const std::string& name);
 
   [[nodiscard]] AllreduceMode mode() const { return options_.mode_; }
+  [[nodiscard]] AllreduceBackend backend() const { return options_.backend_; }
 
   struct Request;
   // StarPU's acquisition callback (runs on a StarPU thread).
@@ -70,8 +83,16 @@ class GradientReducer {
   void start(Request& r);
   void finish(Request& r);
 
+  // Completes request r, polling, within the time-out (blocking mode).
+  void wait_for(Request& r);
+  // 1 when r completed; aborts the job past the time-out.
+  int test(Request& r);
+  [[noreturn]] void time_out(const Request& r);
+
   const Mpi& mpi_;
   ReducerOptions options_;
+  std::unique_ptr<NcclComm> nccl_;  // kNccl only
+  int gpu_node_ = -1;               // kNccl: StarPU memory node of the GPU
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Request>> queue_;     // submitted, not started (FIFO = the global order)

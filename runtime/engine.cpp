@@ -59,7 +59,9 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int requested = options_.workers_ > 0 ? options_.workers_ : cores;
   conf.ncpus = std::min(requested, STARPU_MAXCPUS);
-  conf.ncuda = options_.cuda_;
+  // Without a visible GPU no CUDA worker is asked for (and "auto" stays on the CPU scheduler).
+  const int cuda = options_.cuda_ != 0 && cuda_device_count() > 0 ? options_.cuda_ : 0;
+  conf.ncuda = cuda;
   if (options_.cuda_ == 1 && options_.cuda_device_ >= 0) {
     conf.use_explicit_workers_cuda_gpuid = 1;
     conf.workers_cuda_gpuid[0] = static_cast<unsigned>(options_.cuda_device_);
@@ -70,7 +72,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   // "auto": decided by whether GPUs will be used (StarPU counts them at init; asking for none settles it).
   std::string scheduler = options_.scheduler_;
   if (scheduler == "auto") {
-    scheduler = options_.cuda_ == 0 ? kDefaultScheduler : kDefaultGpuScheduler;
+    scheduler = cuda == 0 ? kDefaultScheduler : kDefaultGpuScheduler;
   }
   conf.sched_policy_name = scheduler.c_str();
   // Workers are bound to cores; the submitting thread must not steal a core from them.
@@ -130,6 +132,15 @@ void Engine::wait_all() {
 }
 
 Engine* Engine::current() { return g_current; }
+
+int cuda_device_count() {
+#ifdef DTNN_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+  return 0;
+#endif
+}
 
 bool built_with_cuda() {
 #ifdef DTNN_HAVE_CUDA

@@ -16,6 +16,8 @@ inline constexpr const char* kDefaultGpuScheduler = "dmdas";
 
 // True when this build has the CUDA codelets (a CUDA-enabled StarPU and nvcc were found at configure time).
 [[nodiscard]] bool built_with_cuda();
+// CUDA devices visible to this process (0 without CUDA or without a GPU).
+[[nodiscard]] int cuda_device_count();
 
 struct EngineOptions {
   std::string scheduler_ = kDefaultScheduler;

@@ -24,6 +24,17 @@ bool launched_by_mpi() {
   return false;
 }
 
+int local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID"}) {
+    if (const char* v = std::getenv(var)) {
+      char* end = nullptr;
+      const long r = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && r >= 0) return static_cast<int>(r);
+    }
+  }
+  return 0;
+}
+
 Mpi::Mpi(int timeout_s) : timeout_s_(timeout_s) {
   if (timeout_s_ < 1) {
     throw InvalidArgument(fmt::format("--mpi-timeout: {} s, expected >= 1", timeout_s_));

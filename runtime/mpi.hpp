@@ -58,5 +58,8 @@ class Mpi {
 
 // True when an MPI launcher (mpirun, srun) started this process.
 bool launched_by_mpi();
+// This process's rank among the ranks of its node, from the launcher's environment (0 when not launched so):
+// the GPU a rank takes.
+int local_rank();
 
 }  // namespace dtnn::runtime

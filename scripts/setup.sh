@@ -6,6 +6,13 @@
 #                            under AddressSanitizer
 #   scripts/setup.sh build   install and build only
 #   scripts/setup.sh bench   install the benchmark peers too (python3-torch, oneDNN), then build
+#
+# CUDA: with DTNN_CUDA=1, or when a GPU is present (DTNN_CUDA=auto, the default) and nvcc is at $CUDA_HOME
+# (/usr/local/cuda), a CUDA-enabled StarPU is built from Debian's source package into a prefix outside the clone
+# (scripts/build_starpu_cuda.sh; reused while its version and options are unchanged) and dtnn is configured
+# with its CUDA codelets. DTNN_CUDA=0 never does. `test` also builds the CUDA configuration in build-cuda
+# wherever nvcc exists, GPU or not, and runs its CUDA tests (they skip without a GPU), so that it keeps
+# compiling and linking.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,9 +53,43 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+cuda_mode="${DTNN_CUDA:-auto}"
+case "$cuda_mode" in
+  0|1|auto) ;;
+  *) echo "setup.sh: DTNN_CUDA='$cuda_mode', expected 0, 1 or auto" >&2; exit 2 ;;
+esac
+have_nvcc=0
+[ -x "$cuda_home/bin/nvcc" ] && have_nvcc=1
+have_gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then have_gpu=1; fi
+if [ "$cuda_mode" = 1 ] && [ "$have_nvcc" = 0 ]; then
+  echo "setup.sh: DTNN_CUDA=1 but no nvcc at $cuda_home/bin/nvcc (set CUDA_HOME)" >&2
+  exit 2
+fi
+use_cuda=0
+if [ "$cuda_mode" = 1 ] || { [ "$cuda_mode" = auto ] && [ "$have_gpu" = 1 ] && [ "$have_nvcc" = 1 ]; }; then
+  use_cuda=1
+fi
+
+# Configures and builds a CUDA configuration of dtnn in $1 against the CUDA-enabled StarPU.
+build_cuda_config() {
+  local dir="$1"
+  local prefix
+  prefix="$(bash "$here/scripts/build_starpu_cuda.sh" | tail -n 1)"
+  PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+    cmake -S "$here" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDTNN_CUDA=ON -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc" \
+    -DCMAKE_BUILD_RPATH="$prefix/lib"
+  cmake --build "$dir" -j "$(nproc)"
+}
+
 build="$here/build"
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j "$(nproc)"
+if [ "$use_cuda" = 1 ] && [ "$action" != test ]; then
+  build_cuda_config "$build"
+else
+  cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
+  cmake --build "$build" -j "$(nproc)"
+fi
 
 case "$action" in
   train)
@@ -57,6 +98,16 @@ case "$action" in
     ;;
   test)
     (cd "$build" && ctest --output-on-failure --timeout 1200)
+    if [ "$cuda_mode" != 0 ] && [ "$have_nvcc" = 1 ]; then
+      # The CUDA configuration: compiles and links everywhere nvcc exists; its CUDA tests compare every codelet
+      # on a GPU with its CPU version (they skip without a GPU). With a GPU, the whole suite runs in it too.
+      build_cuda_config "$here/build-cuda"
+      if [ "$have_gpu" = 1 ]; then
+        (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200)
+      else
+        (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200 -R '^(cuda|runtime)$')
+      fi
+    fi
     # Corrupt and truncated files (checkpoints, datasets) once more under AddressSanitizer and UBSan: a bad
     # file must give an error, never a memory error.
     asan="$here/build-asan"
