@@ -12,6 +12,7 @@
 #include "layers/simple.hpp"
 #include "models/distributed.hpp"
 #include "models/training.hpp"
+#include "runtime/codelet.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/errors.hpp"
 
@@ -19,6 +20,7 @@ namespace dtnn {
 namespace {
 
 const runtime::Mpi* g_mpi = nullptr;
+int g_gpu_per_rank = 0;  // 1: every rank has a CUDA worker on a GPU of its own (NCCL case)
 
 Sequential small_cnn() {
   Sequential m;
@@ -39,13 +41,16 @@ std::vector<std::vector<float>> weights(Sequential& m) {
 }
 
 // 10 steps of SGD with momentum, local batch `batch` on each of the ranks.
-std::vector<std::vector<float>> train_data_parallel(runtime::AllreduceMode mode, std::size_t bucket_bytes,
-                                                    std::int64_t batch, std::uint64_t* checksum) {
+std::vector<std::vector<float>> train_data_parallel(
+    runtime::AllreduceMode mode, std::size_t bucket_bytes, std::int64_t batch, std::uint64_t* checksum,
+    runtime::AllreduceBackend backend = runtime::AllreduceBackend::kMpi) {
   const io::Dataset data = io::synthetic_dataset(400, 1, 12, 12, 5, 21);
   Sequential model = small_cnn();
   model.build({1, 12, 12}, 100 + static_cast<std::uint64_t>(g_mpi->rank()));  // different on purpose:
   broadcast_weights(model, *g_mpi);                                           // rank 0's weights win
-  runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions().mode(mode).bucket_bytes(bucket_bytes));
+  runtime::GradientReducer reducer(
+      *g_mpi, runtime::ReducerOptions().mode(mode).bucket_bytes(bucket_bytes).backend(backend).cuda_device(
+                  runtime::local_rank()));
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
   fit(model, sgd, data,
       FitOptions().batch_size(batch).tiles(2).steps_per_epoch(10).seed(4).verbose(0).data_parallel(
@@ -85,6 +90,28 @@ TEST(DataParallelTest, BlockingAndOverlappedGiveIdenticalWeights) {
   train_data_parallel(runtime::AllreduceMode::kOverlapped, std::size_t{1} << 30, 8, &one_bucket);
   EXPECT_EQ(overlapped, blocking);
   EXPECT_EQ(overlapped, one_bucket);
+}
+
+// One rank per GPU, gradients reduced by NCCL on the GPUs' copies: the same model as MPI on the CPUs, within the
+// tolerance of GPU against CPU arithmetic, and bitwise identical across ranks.
+TEST(DataParallelTest, NcclOnGpusMatchesMpiOnCpus) {
+  if (g_gpu_per_rank == 0) {
+    GTEST_SKIP() << "needs a CUDA build and one GPU per rank";
+  }
+  std::uint64_t on_cpu = 0, on_gpu = 0;
+  const auto mpi_weights = train_data_parallel(runtime::AllreduceMode::kOverlapped, 4096, 8, &on_cpu);
+  runtime::set_task_device(runtime::Device::kCuda);
+  const auto nccl_weights = train_data_parallel(runtime::AllreduceMode::kOverlapped, 4096, 8, &on_gpu,
+                                                runtime::AllreduceBackend::kNccl);
+  runtime::set_task_device(runtime::Device::kCpu);
+  const auto all = g_mpi->all_gather(on_gpu, "NCCL checksums");
+  EXPECT_EQ(all[0], all[1]) << "weights differ between ranks after NCCL reductions";
+  ASSERT_EQ(mpi_weights.size(), nccl_weights.size());
+  for (std::size_t i = 0; i < mpi_weights.size(); ++i) {
+    for (std::size_t j = 0; j < mpi_weights[i].size(); ++j) {
+      ASSERT_NEAR(mpi_weights[i][j], nccl_weights[i][j], 1e-4) << "parameter " << i << "[" << j << "]";
+    }
+  }
 }
 
 TEST(DataParallelTest, ModelThatDiffersOnOneRankIsNamed) {
@@ -185,8 +212,16 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   dtnn::runtime::Mpi mpi(60);
   dtnn::g_mpi = &mpi;
-  // One worker per rank: the two ranks share the machine's two cores.
-  dtnn::runtime::Engine engine(dtnn::runtime::EngineOptions().workers(1));
+  // One worker per rank: the two ranks share the machine's two cores. With a GPU per rank (same count on every
+  // rank of one node), each rank also gets a CUDA worker on its own GPU for the NCCL case; the other cases keep
+  // their tasks on the CPU.
+  auto options = dtnn::runtime::EngineOptions().workers(1);
+  if (dtnn::runtime::built_with_cuda() && dtnn::runtime::cuda_device_count() >= mpi.size()) {
+    options.cuda(1).cuda_device(dtnn::runtime::local_rank());
+  }
+  dtnn::runtime::Engine engine(options);
+  dtnn::runtime::set_task_device(dtnn::runtime::Device::kCpu);
+  dtnn::g_gpu_per_rank = engine.cuda_workers() > 0 ? 1 : 0;
   if (mpi.rank() != 0) {
     ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
