@@ -75,11 +75,12 @@ fi
 # Configures and builds a CUDA configuration of dtnn in $1 against the CUDA-enabled StarPU.
 build_cuda_config() {
   local dir="$1"
+  shift
   local prefix
   prefix="$(bash "$here/scripts/build_starpu_cuda.sh" | tail -n 1)"
   PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
     cmake -S "$here" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDTNN_CUDA=ON -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc" \
-    -DCMAKE_BUILD_RPATH="$prefix/lib"
+    -DCMAKE_BUILD_RPATH="$prefix/lib" "$@"
   cmake --build "$dir" -j "$(nproc)"
 }
 
@@ -101,7 +102,7 @@ case "$action" in
     if [ "$cuda_mode" != 0 ] && [ "$have_nvcc" = 1 ]; then
       # The CUDA configuration: compiles and links everywhere nvcc exists; its CUDA tests compare every codelet
       # on a GPU with its CPU version (they skip without a GPU). With a GPU, the whole suite runs in it too.
-      build_cuda_config "$here/build-cuda"
+      build_cuda_config "$here/build-cuda" -DDTNN_BUILD_BENCH=OFF
       if [ "$have_gpu" = 1 ]; then
         (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200)
       else
