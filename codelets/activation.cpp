@@ -5,6 +5,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/activations.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -45,26 +49,71 @@ void activation_bwd_data_cpu(void** buffers, void* cl_arg) {
   }
 }
 
+#ifdef DTNN_HAVE_CUDA
+namespace kc = kernels::cuda;
+
+void activation_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ActivationArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  float* y = runtime::vector_ptr(buffers[1]);
+  cudaStream_t s = runtime::cuda::stream();
+  switch (a.kind) {
+    case ActivationKind::kSigmoid: kc::sigmoid_fwd(a.count, x, y, s); break;
+    case ActivationKind::kTanh: kc::tanh_fwd(a.count, x, y, s); break;
+    case ActivationKind::kLeakyRelu: kc::leaky_relu_fwd(a.count, a.param, x, y, s); break;
+    case ActivationKind::kElu: kc::elu_fwd(a.count, a.param, x, y, s); break;
+    case ActivationKind::kGelu: kc::gelu_fwd(a.count, x, y, s); break;
+  }
+  runtime::cuda::check_launch("activation_fwd");
+}
+
+void activation_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ActivationArgs>(cl_arg);
+  const float* in = runtime::vector_ptr(buffers[0]);
+  const float* dy = runtime::vector_ptr(buffers[1]);
+  float* dx = runtime::vector_ptr(buffers[2]);
+  cudaStream_t s = runtime::cuda::stream();
+  switch (a.kind) {
+    case ActivationKind::kSigmoid: kc::sigmoid_bwd_data(a.count, in, dy, dx, s); break;
+    case ActivationKind::kTanh: kc::tanh_bwd_data(a.count, in, dy, dx, s); break;
+    case ActivationKind::kLeakyRelu: kc::leaky_relu_bwd_data(a.count, a.param, in, dy, dx, s); break;
+    case ActivationKind::kElu: kc::elu_bwd_data(a.count, a.param, in, dy, dx, s); break;
+    case ActivationKind::kGelu: kc::gelu_bwd_data(a.count, in, dy, dx, s); break;
+  }
+  runtime::cuda::check_launch("activation_bwd_data");
+}
+#endif
+
 constexpr std::size_t kKinds = 5;
 
 // Indexed by ActivationKind. Footprints from the data sizes: the cost does not depend on the parameter.
 std::array<runtime::Codelet, kKinds> cl_fwd{{
-    {"sigmoid_fwd", runtime::guarded<activation_fwd_cpu>, {STARPU_R, STARPU_W}, runtime::Footprint::kData},
-    {"tanh_fwd", runtime::guarded<activation_fwd_cpu>, {STARPU_R, STARPU_W}, runtime::Footprint::kData},
-    {"leaky_relu_fwd", runtime::guarded<activation_fwd_cpu>, {STARPU_R, STARPU_W}, runtime::Footprint::kData},
-    {"elu_fwd", runtime::guarded<activation_fwd_cpu>, {STARPU_R, STARPU_W}, runtime::Footprint::kData},
-    {"gelu_fwd", runtime::guarded<activation_fwd_cpu>, {STARPU_R, STARPU_W}, runtime::Footprint::kData},
+    {"sigmoid_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
+     {STARPU_R, STARPU_W}, runtime::Footprint::kData},
+    {"tanh_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
+     {STARPU_R, STARPU_W}, runtime::Footprint::kData},
+    {"leaky_relu_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
+     {STARPU_R, STARPU_W}, runtime::Footprint::kData},
+    {"elu_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
+     {STARPU_R, STARPU_W}, runtime::Footprint::kData},
+    {"gelu_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
+     {STARPU_R, STARPU_W}, runtime::Footprint::kData},
 }};
 std::array<runtime::Codelet, kKinds> cl_bwd_data{{
-    {"sigmoid_bwd_data", runtime::guarded<activation_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W},
+    {"sigmoid_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
+     DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
-    {"tanh_bwd_data", runtime::guarded<activation_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W},
+    {"tanh_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
+     DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
-    {"leaky_relu_bwd_data", runtime::guarded<activation_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W},
+    {"leaky_relu_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
+     DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
-    {"elu_bwd_data", runtime::guarded<activation_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W},
+    {"elu_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
+     DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
-    {"gelu_bwd_data", runtime::guarded<activation_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W},
+    {"gelu_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
+     DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
 }};
 

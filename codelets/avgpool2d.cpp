@@ -3,6 +3,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/pool.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -26,8 +30,28 @@ void avgpool2d_bwd_data_cpu(void** buffers, void* cl_arg) {
                                    runtime::vector_ptr(buffers[1]));
 }
 
-runtime::Codelet cl_avgpool2d_fwd("avgpool2d_fwd", runtime::guarded<avgpool2d_fwd_cpu>, {STARPU_R, STARPU_W});
+#ifdef DTNN_HAVE_CUDA
+void avgpool2d_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AvgPoolArgs>(cl_arg);
+  kernels::cuda::avgpool2d_fwd(kernels::cuda::pool_geometry(a.shape), a.count_include_pad,
+                               runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                               runtime::cuda::stream());
+  runtime::cuda::check_launch("avgpool2d_fwd");
+}
+
+void avgpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AvgPoolArgs>(cl_arg);
+  kernels::cuda::avgpool2d_bwd_data(kernels::cuda::pool_geometry(a.shape), a.count_include_pad,
+                                    runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                    runtime::cuda::stream());
+  runtime::cuda::check_launch("avgpool2d_bwd_data");
+}
+#endif
+
+runtime::Codelet cl_avgpool2d_fwd("avgpool2d_fwd", runtime::guarded<avgpool2d_fwd_cpu>,
+                                  DTNN_CUDA_FUNC(runtime::guarded<avgpool2d_fwd_cuda>), {STARPU_R, STARPU_W});
 runtime::Codelet cl_avgpool2d_bwd_data("avgpool2d_bwd_data", runtime::guarded<avgpool2d_bwd_data_cpu>,
+                                       DTNN_CUDA_FUNC(runtime::guarded<avgpool2d_bwd_data_cuda>),
                                        {STARPU_R, STARPU_W});
 
 AvgPoolArgs for_tile(Pool2dShape shape, int count_include_pad, const Tensor& batch, int tile) {

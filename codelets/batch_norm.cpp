@@ -6,6 +6,10 @@
 #include <vector>
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/batch_norm.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -134,17 +138,137 @@ void bwd_data_cpu(void** buffers, void* cl_arg) {
                          runtime::vector_ptr(buffers[next]));
 }
 
-runtime::Codelet cl_batch_norm_sums("batch_norm_sums", runtime::guarded<sums_cpu>, {STARPU_R, STARPU_W});
+#ifdef DTNN_HAVE_CUDA
+// The CUDA bodies take the same buffers as the CPU bodies above and write the same bits (codelets/cuda/batch_norm.hpp).
+namespace kc = kernels::cuda;
+
+void sums_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  kc::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                      runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_sums");
+}
+
+void sqdev_sums_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  kc::batch_norm_sqdev_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                            runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_sqdev_sums");
+}
+
+void reduce_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ReduceArgs>(cl_arg);
+  static_assert(STARPU_NMAXBUFS <= kc::BatchNormReduce::kMaxSources,
+                "a reduce task has up to STARPU_NMAXBUFS sources: raise BatchNormReduce::kMaxSources");
+  kc::BatchNormReduce r;
+  r.nsrc = a.nsrc;
+  r.width = a.width;
+  r.channels = a.channels;
+  r.count = a.count;
+  r.eps = a.eps;
+  r.momentum = a.momentum;
+  for (int s = 0; s < a.nsrc; ++s) {
+    r.sources[s] = runtime::vector_ptr(buffers[s]);
+    r.rows[s] = static_cast<int>(runtime::vector_size(buffers[s]) / static_cast<std::size_t>(a.width));
+  }
+  float* acc = a.acc_in || a.acc_out ? runtime::vector_ptr(buffers[a.nsrc]) : nullptr;
+  r.acc_in = a.acc_in ? acc : nullptr;
+  r.acc_out = a.acc_out ? acc : nullptr;
+  if (!a.acc_out) {
+    void** out = buffers + a.nsrc + (a.acc_in ? 1 : 0);
+    switch (a.finish) {
+      case kMean:
+        r.finish = kc::BatchNormFinish::kMean;
+        r.out[0] = runtime::vector_ptr(out[0]);
+        break;
+      case kVar:
+        r.finish = kc::BatchNormFinish::kVar;
+        for (int i = 0; i < 4; ++i) r.out[i] = runtime::vector_ptr(out[i]);
+        break;
+      case kBwd:
+        r.finish = kc::BatchNormFinish::kBwd;
+        r.out[0] = runtime::vector_ptr(out[0]);
+        if (a.affine) {
+          r.out[1] = runtime::vector_ptr(out[1]);
+          r.out[2] = runtime::vector_ptr(out[2]);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  kc::batch_norm_reduce(r, runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_reduce");
+}
+
+void fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* stats = runtime::vector_ptr(buffers[1]);
+  const float* gamma = a.affine ? runtime::vector_ptr(buffers[2]) : nullptr;
+  const float* beta = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kc::batch_norm_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, gamma, beta,
+                     runtime::vector_ptr(buffers[a.affine ? 4 : 2]), runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_fwd");
+}
+
+void infer_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* gamma = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* beta = a.affine ? runtime::vector_ptr(buffers[4]) : nullptr;
+  auto* scale_shift = static_cast<float*>(runtime::cuda::workspace(2 * static_cast<std::size_t>(a.c) * sizeof(float)));
+  kc::batch_norm_infer_fwd(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                           runtime::vector_ptr(buffers[2]), gamma, beta, scale_shift,
+                           runtime::vector_ptr(buffers[a.affine ? 5 : 3]), runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_infer_fwd");
+}
+
+void frozen_stats_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  kc::batch_norm_frozen_stats(a.c, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                              runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_frozen_stats");
+}
+
+void bwd_sums_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* stats = runtime::vector_ptr(buffers[2]);
+  kc::batch_norm_bwd_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
+                          stats + a.c, runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_bwd_sums");
+}
+
+void bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TileArgs>(cl_arg);
+  const float* stats = runtime::vector_ptr(buffers[2]);
+  int next = 3;
+  const float* grad_stats = a.batch_terms ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  const float* gamma = a.affine ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  kc::batch_norm_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
+                          stats + a.c, gamma, grad_stats, grad_stats != nullptr ? grad_stats + a.c : nullptr,
+                          runtime::vector_ptr(buffers[next]), runtime::cuda::stream());
+  runtime::cuda::check_launch("batch_norm_bwd_data");
+}
+#endif
+
+runtime::Codelet cl_batch_norm_sums("batch_norm_sums", runtime::guarded<sums_cpu>,
+                                    DTNN_CUDA_FUNC(runtime::guarded<sums_cuda>), {STARPU_R, STARPU_W});
 runtime::Codelet cl_batch_norm_sqdev_sums("batch_norm_sqdev_sums", runtime::guarded<sqdev_sums_cpu>,
+                                          DTNN_CUDA_FUNC(runtime::guarded<sqdev_sums_cuda>),
                                           {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_batch_norm_reduce("batch_norm_reduce", runtime::guarded<reduce_cpu>, {});
-runtime::Codelet cl_batch_norm_fwd("batch_norm_fwd", runtime::guarded<fwd_cpu>, {});
-runtime::Codelet cl_batch_norm_infer_fwd("batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu>, {});
+runtime::Codelet cl_batch_norm_reduce("batch_norm_reduce", runtime::guarded<reduce_cpu>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<reduce_cuda>), {});
+runtime::Codelet cl_batch_norm_fwd("batch_norm_fwd", runtime::guarded<fwd_cpu>,
+                                   DTNN_CUDA_FUNC(runtime::guarded<fwd_cuda>), {});
+runtime::Codelet cl_batch_norm_infer_fwd("batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<infer_fwd_cuda>), {});
 runtime::Codelet cl_batch_norm_frozen_stats("batch_norm_frozen_stats", runtime::guarded<frozen_stats_cpu>,
+                                            DTNN_CUDA_FUNC(runtime::guarded<frozen_stats_cuda>),
                                             {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_batch_norm_bwd_sums("batch_norm_bwd_sums", runtime::guarded<bwd_sums_cpu>,
+                                        DTNN_CUDA_FUNC(runtime::guarded<bwd_sums_cuda>),
                                         {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_batch_norm_bwd_data("batch_norm_bwd_data", runtime::guarded<bwd_data_cpu>, {});
+runtime::Codelet cl_batch_norm_bwd_data("batch_norm_bwd_data", runtime::guarded<bwd_data_cpu>,
+                                        DTNN_CUDA_FUNC(runtime::guarded<bwd_data_cuda>), {});
 
 void check_channels(const TaskTag& tag, int channels, const Tensor& x) {
   if (channels < 1 || x.row_elements() % channels != 0) {

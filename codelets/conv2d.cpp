@@ -11,6 +11,10 @@
 
 #include "codelets/cpu/convgemm.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/conv2d_cudnn.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -68,17 +72,68 @@ void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   }
 }
 
-runtime::Codelet cl_fwd_convgemm("conv2d_fwd_convgemm", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kConvgemm>>, {});
-runtime::Codelet cl_fwd_im2col("conv2d_fwd_im2col", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kIm2col>>, {});
+#ifdef DTNN_HAVE_CUDA
+// One CUDA body per pass serves both algorithms' codelets: the CPU algorithm choice means nothing on a GPU, where
+// cuDNN picks its own (codelets/cuda/conv2d_cudnn.hpp).
+kernels::cuda::CudnnContext cudnn_context() {
+  return {runtime::cuda::cudnn(), runtime::cuda::stream(), runtime::cuda::device()};
+}
+
+void conv2d_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* w = runtime::vector_ptr(buffers[1]);
+  const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
+  float* y = runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]);
+  const kernels::cuda::CudnnContext ctx = cudnn_context();
+  const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kFwd, ctx);
+  kernels::cuda::conv2d_fwd(a.shape, x, w, b, a.relu, y, runtime::cuda::workspace(bytes), bytes, ctx);
+  runtime::cuda::check_launch("conv2d_fwd");
+}
+
+void conv2d_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* dy = runtime::vector_ptr(buffers[0]);
+  const float* w = runtime::vector_ptr(buffers[1]);
+  float* dx = runtime::vector_ptr(buffers[2]);
+  const kernels::cuda::CudnnContext ctx = cudnn_context();
+  const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdData, ctx);
+  kernels::cuda::conv2d_bwd_data(a.shape, dy, w, dx, runtime::cuda::workspace(bytes), bytes, ctx);
+  runtime::cuda::check_launch("conv2d_bwd_data");
+}
+
+void conv2d_bwd_weights_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* dy = runtime::vector_ptr(buffers[1]);
+  float* dw = runtime::vector_ptr(buffers[2]);
+  float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const kernels::cuda::CudnnContext ctx = cudnn_context();
+  const std::size_t bytes =
+      kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdWeights, ctx);
+  kernels::cuda::conv2d_bwd_weights(a.shape, x, dy, dw, db, runtime::cuda::workspace(bytes), bytes, ctx);
+  runtime::cuda::check_launch("conv2d_bwd_weights");
+}
+#endif
+
+runtime::Codelet cl_fwd_convgemm("conv2d_fwd_convgemm", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kConvgemm>>,
+                                 DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda>), {});
+runtime::Codelet cl_fwd_im2col("conv2d_fwd_im2col", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kIm2col>>,
+                               DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda>), {});
 runtime::Codelet cl_bwd_data_convgemm("conv2d_bwd_data_convgemm",
                                       runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kConvgemm>>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
                                       {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_im2col("conv2d_bwd_data_im2col", runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kIm2col>>,
+runtime::Codelet cl_bwd_data_im2col("conv2d_bwd_data_im2col",
+                                    runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kIm2col>>,
+                                    DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
                                     {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_convgemm("conv2d_bwd_weights_convgemm",
-                                         runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kConvgemm>>, {});
+                                         runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kConvgemm>>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda>), {});
 runtime::Codelet cl_bwd_weights_im2col("conv2d_bwd_weights_im2col",
-                                       runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kIm2col>>, {});
+                                       runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kIm2col>>,
+                                       DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda>), {});
 
 runtime::Codelet& pick(ConvAlgorithm a, runtime::Codelet& convgemm, runtime::Codelet& im2col) {
   return a == ConvAlgorithm::kConvgemm ? convgemm : im2col;

@@ -4,6 +4,9 @@
 #include <cstring>
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -13,9 +16,19 @@ void copy_cpu(void** buffers, void* cl_arg) {
               runtime::vector_size(buffers[0]) * sizeof(float));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void copy_cuda(void** buffers, void* cl_arg) {
+  runtime::cuda::check(cudaMemcpyAsync(runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[0]),
+                                       runtime::vector_size(buffers[0]) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       runtime::cuda::stream()),
+                       "copy");
+}
+#endif
+
 struct NoArgs {};
 
-runtime::Codelet cl_copy("copy", runtime::guarded<copy_cpu>, {STARPU_R, STARPU_W}, runtime::Footprint::kData);
+runtime::Codelet cl_copy("copy", runtime::guarded<copy_cpu>, DTNN_CUDA_FUNC(runtime::guarded<copy_cuda>),
+                         {STARPU_R, STARPU_W}, runtime::Footprint::kData);
 
 }  // namespace
 

@@ -3,6 +3,10 @@
 
 #include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/dense_cublas.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -34,9 +38,40 @@ void dense_bwd_weights_cpu(void** buffers, void* cl_arg) {
                                   runtime::vector_ptr(buffers[2]), db);
 }
 
-runtime::Codelet cl_dense_fwd("dense_fwd", runtime::guarded<dense_fwd_cpu>, {});
-runtime::Codelet cl_dense_bwd_data("dense_bwd_data", runtime::guarded<dense_bwd_data_cpu>, {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_dense_bwd_weights("dense_bwd_weights", runtime::guarded<dense_bwd_weights_cpu>, {});
+#ifdef DTNN_HAVE_CUDA
+void dense_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<DenseArgs>(cl_arg);
+  const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
+  kernels::cuda::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
+                           runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]), runtime::cuda::cublas(),
+                           runtime::cuda::stream());
+  runtime::cuda::check_launch("dense_fwd");
+}
+
+void dense_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<DenseArgs>(cl_arg);
+  kernels::cuda::dense_bwd_data(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
+  runtime::cuda::check_launch("dense_bwd_data");
+}
+
+void dense_bwd_weights_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<DenseArgs>(cl_arg);
+  float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kernels::cuda::dense_bwd_weights(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                   runtime::vector_ptr(buffers[2]), db, runtime::cuda::cublas(),
+                                   runtime::cuda::stream());
+  runtime::cuda::check_launch("dense_bwd_weights");
+}
+#endif
+
+runtime::Codelet cl_dense_fwd("dense_fwd", runtime::guarded<dense_fwd_cpu>,
+                              DTNN_CUDA_FUNC(runtime::guarded<dense_fwd_cuda>), {});
+runtime::Codelet cl_dense_bwd_data("dense_bwd_data", runtime::guarded<dense_bwd_data_cpu>,
+                                   DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_data_cuda>),
+                                   {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights("dense_bwd_weights", runtime::guarded<dense_bwd_weights_cpu>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda>), {});
 
 DenseArgs args_for(const Tensor& x_or_dx, const Tensor& w, int tile, int has_bias) {
   return DenseArgs{static_cast<int>(x_or_dx.tile_range(tile).count), static_cast<int>(w.shape()[1]),

@@ -3,6 +3,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/dropout.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -29,10 +33,30 @@ void dropout_bwd_data_cpu(void** buffers, void* cl_arg) {
                                  runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void dropout_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<DropoutArgs>(cl_arg);
+  const kernels::cuda::DropoutParams p{a.params.seed, a.params.step, a.params.threshold, a.params.scale};
+  kernels::cuda::dropout_fwd(p, a.first_row, a.rows, a.row_elements, runtime::vector_ptr(buffers[0]),
+                             runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                             runtime::cuda::stream());
+  runtime::cuda::check_launch("dropout_fwd");
+}
+
+void dropout_bwd_data_cuda(void** buffers, void* cl_arg) {
+  kernels::cuda::dropout_bwd_data(runtime::task_args<CountArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
+                                  runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                  runtime::cuda::stream());
+  runtime::cuda::check_launch("dropout_bwd_data");
+}
+#endif
+
 // Footprints from the data sizes only: the arguments carry the step, which would make every task a new history.
-runtime::Codelet cl_dropout_fwd("dropout_fwd", runtime::guarded<dropout_fwd_cpu>, {STARPU_R, STARPU_W, STARPU_W},
+runtime::Codelet cl_dropout_fwd("dropout_fwd", runtime::guarded<dropout_fwd_cpu>,
+                                DTNN_CUDA_FUNC(runtime::guarded<dropout_fwd_cuda>), {STARPU_R, STARPU_W, STARPU_W},
                                 runtime::Footprint::kData);
 runtime::Codelet cl_dropout_bwd_data("dropout_bwd_data", runtime::guarded<dropout_bwd_data_cpu>,
+                                     DTNN_CUDA_FUNC(runtime::guarded<dropout_bwd_data_cuda>),
                                      {STARPU_R, STARPU_R, STARPU_W}, runtime::Footprint::kData);
 
 }  // namespace

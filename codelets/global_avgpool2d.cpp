@@ -3,6 +3,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/pool.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -25,10 +29,29 @@ void global_avgpool2d_bwd_data_cpu(void** buffers, void* cl_arg) {
                                           runtime::vector_ptr(buffers[1]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void global_avgpool2d_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<GlobalPoolArgs>(cl_arg);
+  kernels::cuda::global_avgpool2d_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
+                                      runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  runtime::cuda::check_launch("global_avgpool2d_fwd");
+}
+
+void global_avgpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<GlobalPoolArgs>(cl_arg);
+  kernels::cuda::global_avgpool2d_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
+                                           runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  runtime::cuda::check_launch("global_avgpool2d_bwd_data");
+}
+#endif
+
 runtime::Codelet cl_global_avgpool2d_fwd("global_avgpool2d_fwd", runtime::guarded<global_avgpool2d_fwd_cpu>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<global_avgpool2d_fwd_cuda>),
                                          {STARPU_R, STARPU_W});
 runtime::Codelet cl_global_avgpool2d_bwd_data("global_avgpool2d_bwd_data",
-                                              runtime::guarded<global_avgpool2d_bwd_data_cpu>, {STARPU_R, STARPU_W});
+                                              runtime::guarded<global_avgpool2d_bwd_data_cpu>,
+                                              DTNN_CUDA_FUNC(runtime::guarded<global_avgpool2d_bwd_data_cuda>),
+                                              {STARPU_R, STARPU_W});
 
 // The feature map is the tensor with the plane (x in forward, dx in backward).
 GlobalPoolArgs args_for(int channels, const Tensor& map, int tile) {

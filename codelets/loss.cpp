@@ -2,6 +2,10 @@
 #include "codelets/loss.hpp"
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/softmax_loss.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -19,9 +23,22 @@ void loss_cpu(void** buffers, void* cl_arg) {
          runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+template <void (*Kernel)(int, int, const float*, const float*, float, float*, float*, void*, cudaStream_t)>
+void loss_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<LossArgs>(cl_arg);
+  void* scratch = runtime::cuda::workspace(kernels::cuda::loss_scratch_bytes(a.n));
+  Kernel(a.n, a.classes, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), a.grad_scale,
+         runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]), scratch, runtime::cuda::stream());
+  runtime::cuda::check_launch("loss_fwd_bwd");
+}
+#endif
+
 runtime::Codelet cl_softmax_xent("softmax_xent_fwd_bwd", runtime::guarded<loss_cpu<kernels::cpu::softmax_xent_fwd_bwd>>,
+                                 DTNN_CUDA_FUNC(runtime::guarded<loss_cuda<kernels::cuda::softmax_xent_fwd_bwd>>),
                                  {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
 runtime::Codelet cl_sigmoid_bce("sigmoid_bce_fwd_bwd", runtime::guarded<loss_cpu<kernels::cpu::sigmoid_bce_fwd_bwd>>,
+                                DTNN_CUDA_FUNC(runtime::guarded<loss_cuda<kernels::cuda::sigmoid_bce_fwd_bwd>>),
                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
 
 }  // namespace

@@ -2,6 +2,10 @@
 #include "codelets/maxpool2d.hpp"
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/pool.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -18,8 +22,26 @@ void maxpool2d_bwd_data_cpu(void** buffers, void* cl_arg) {
                                    runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]));
 }
 
-runtime::Codelet cl_maxpool2d_fwd("maxpool2d_fwd", runtime::guarded<maxpool2d_fwd_cpu>, {STARPU_R, STARPU_W});
+#ifdef DTNN_HAVE_CUDA
+void maxpool2d_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto g = kernels::cuda::pool_geometry(runtime::task_args<Pool2dShape>(cl_arg));
+  kernels::cuda::maxpool2d_fwd(g, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                               runtime::cuda::stream());
+  runtime::cuda::check_launch("maxpool2d_fwd");
+}
+
+void maxpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto g = kernels::cuda::pool_geometry(runtime::task_args<Pool2dShape>(cl_arg));
+  kernels::cuda::maxpool2d_bwd_data(g, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                    runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  runtime::cuda::check_launch("maxpool2d_bwd_data");
+}
+#endif
+
+runtime::Codelet cl_maxpool2d_fwd("maxpool2d_fwd", runtime::guarded<maxpool2d_fwd_cpu>,
+                                  DTNN_CUDA_FUNC(runtime::guarded<maxpool2d_fwd_cuda>), {STARPU_R, STARPU_W});
 runtime::Codelet cl_maxpool2d_bwd_data("maxpool2d_bwd_data", runtime::guarded<maxpool2d_bwd_data_cpu>,
+                                       DTNN_CUDA_FUNC(runtime::guarded<maxpool2d_bwd_data_cuda>),
                                        {STARPU_R, STARPU_R, STARPU_W});
 
 Pool2dShape for_tile(Pool2dShape shape, const Tensor& x, int tile) {

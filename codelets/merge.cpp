@@ -6,6 +6,10 @@
 
 #include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/merge.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -48,9 +52,46 @@ void concat_bwd_data_cpu(void** buffers, void* cl_arg) {
   kernels::cpu::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data());
 }
 
-runtime::Codelet cl_add("add", runtime::guarded<add_cpu>, {});
-runtime::Codelet cl_concat_fwd("concat_fwd", runtime::guarded<concat_fwd_cpu>, {});
-runtime::Codelet cl_concat_bwd_data("concat_bwd_data", runtime::guarded<concat_bwd_data_cpu>, {});
+#ifdef DTNN_HAVE_CUDA
+static_assert(kMaxMergeParts <= kernels::cuda::kMaxMergeSources, "the CUDA merge kernels take fewer parts than a task");
+
+void add_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AddArgs>(cl_arg);
+  std::array<const float*, STARPU_NMAXBUFS> src{};
+  for (int i = 0; i < a.nsrc; ++i) src[i] = runtime::vector_ptr(buffers[i]);
+  float* dst = runtime::vector_ptr(buffers[a.nsrc]);
+  if (a.accumulate) {
+    kernels::cuda::accumulate_fixed_order(a.count, a.nsrc, src.data(), dst, runtime::cuda::stream());
+  } else {
+    kernels::cuda::sum_fixed_order(a.count, a.nsrc, src.data(), dst, runtime::cuda::stream());
+  }
+  runtime::cuda::check_launch("add");
+}
+
+void concat_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
+  std::array<const float*, kMaxMergeParts> parts{};
+  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p]);
+  kernels::cuda::concat_fwd(a.n, a.nparts, parts.data(), a.part_elems.data(), runtime::vector_ptr(buffers[a.nparts]),
+                            runtime::cuda::stream());
+  runtime::cuda::check_launch("concat_fwd");
+}
+
+void concat_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
+  std::array<float*, kMaxMergeParts> parts{};
+  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p + 1]);
+  kernels::cuda::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data(),
+                                 runtime::cuda::stream());
+  runtime::cuda::check_launch("concat_bwd_data");
+}
+#endif
+
+runtime::Codelet cl_add("add", runtime::guarded<add_cpu>, DTNN_CUDA_FUNC(runtime::guarded<add_cuda>), {});
+runtime::Codelet cl_concat_fwd("concat_fwd", runtime::guarded<concat_fwd_cpu>,
+                               DTNN_CUDA_FUNC(runtime::guarded<concat_fwd_cuda>), {});
+runtime::Codelet cl_concat_bwd_data("concat_bwd_data", runtime::guarded<concat_bwd_data_cpu>,
+                                    DTNN_CUDA_FUNC(runtime::guarded<concat_bwd_data_cuda>), {});
 
 ConcatArgs concat_args(const TaskTag& tag, const Tensor& whole, const std::vector<std::int64_t>& elems, int tile) {
   if (elems.empty() || static_cast<int>(elems.size()) > kMaxMergeParts) {

@@ -6,6 +6,10 @@
 #include <vector>
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/optim.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -48,13 +52,43 @@ void nadam_update_cpu(void** buffers, void* cl_arg) {
                              runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void rmsprop_update_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<RmspropArgs>(cl_arg);
+  int next = 3;
+  float* momentum_buf = a.params.momentum != 0.0f ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  float* grad_avg = a.params.centered != 0 ? runtime::vector_ptr(buffers[next]) : nullptr;
+  kernels::cuda::rmsprop_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                runtime::vector_ptr(buffers[2]), momentum_buf, grad_avg, runtime::cuda::stream());
+  runtime::cuda::check_launch("rmsprop_update");
+}
+
+void adam_update_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AdamArgs>(cl_arg);
+  kernels::cuda::adam_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                             runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
+  runtime::cuda::check_launch("adam_update");
+}
+
+void nadam_update_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<NadamArgs>(cl_arg);
+  kernels::cuda::nadam_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                              runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]),
+                              runtime::cuda::stream());
+  runtime::cuda::check_launch("nadam_update");
+}
+#endif
+
 // The hyper-parameters and bias corrections change every step; only the sizes distinguish the histories.
 // RMSprop's state buffers depend on its options, hence a variable number of buffers.
-runtime::Codelet cl_rmsprop_update("rmsprop_update", runtime::guarded<rmsprop_update_cpu>, {},
+runtime::Codelet cl_rmsprop_update("rmsprop_update", runtime::guarded<rmsprop_update_cpu>,
+                                   DTNN_CUDA_FUNC(runtime::guarded<rmsprop_update_cuda>), {},
                                    runtime::Footprint::kData);
 runtime::Codelet cl_adam_update("adam_update", runtime::guarded<adam_update_cpu>,
+                                DTNN_CUDA_FUNC(runtime::guarded<adam_update_cuda>),
                                 {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
 runtime::Codelet cl_nadam_update("nadam_update", runtime::guarded<nadam_update_cpu>,
+                                 DTNN_CUDA_FUNC(runtime::guarded<nadam_update_cuda>),
                                  {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
 
 void check_sizes(const TaskTag& tag, const char* what, const Tensor& weights,

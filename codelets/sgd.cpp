@@ -2,6 +2,10 @@
 #include "codelets/sgd.hpp"
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/optim.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -17,8 +21,18 @@ void sgd_update_cpu(void** buffers, void* cl_arg) {
                            runtime::vector_ptr(buffers[2]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void sgd_update_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SgdArgs>(cl_arg);
+  kernels::cuda::sgd_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                            runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  runtime::cuda::check_launch("sgd_update");
+}
+#endif
+
 // The learning rate changes with the schedule; only the sizes distinguish the model's histories.
-runtime::Codelet cl_sgd_update("sgd_update", runtime::guarded<sgd_update_cpu>, {STARPU_RW, STARPU_R, STARPU_RW},
+runtime::Codelet cl_sgd_update("sgd_update", runtime::guarded<sgd_update_cpu>,
+                               DTNN_CUDA_FUNC(runtime::guarded<sgd_update_cuda>), {STARPU_RW, STARPU_R, STARPU_RW},
                                runtime::Footprint::kData);
 
 }  // namespace

@@ -2,6 +2,10 @@
 #include "codelets/shortcut_pad.hpp"
 
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/merge.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -18,9 +22,24 @@ void shortcut_pad_bwd_data_cpu(void** buffers, void* cl_arg) {
                                       runtime::vector_ptr(buffers[1]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void shortcut_pad_fwd_cuda(void** buffers, void* cl_arg) {
+  kernels::cuda::shortcut_pad_fwd(runtime::task_args<ShortcutPadShape>(cl_arg), runtime::vector_ptr(buffers[0]),
+                                  runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  runtime::cuda::check_launch("shortcut_pad_fwd");
+}
+
+void shortcut_pad_bwd_data_cuda(void** buffers, void* cl_arg) {
+  kernels::cuda::shortcut_pad_bwd_data(runtime::task_args<ShortcutPadShape>(cl_arg), runtime::vector_ptr(buffers[0]),
+                                       runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  runtime::cuda::check_launch("shortcut_pad_bwd_data");
+}
+#endif
+
 runtime::Codelet cl_shortcut_pad_fwd("shortcut_pad_fwd", runtime::guarded<shortcut_pad_fwd_cpu>,
-                                     {STARPU_R, STARPU_W});
+                                     DTNN_CUDA_FUNC(runtime::guarded<shortcut_pad_fwd_cuda>), {STARPU_R, STARPU_W});
 runtime::Codelet cl_shortcut_pad_bwd_data("shortcut_pad_bwd_data", runtime::guarded<shortcut_pad_bwd_data_cpu>,
+                                          DTNN_CUDA_FUNC(runtime::guarded<shortcut_pad_bwd_data_cuda>),
                                           {STARPU_R, STARPU_W});
 
 ShortcutPadShape for_tile(ShortcutPadShape shape, const Tensor& t, int tile) {

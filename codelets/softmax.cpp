@@ -3,6 +3,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/softmax_loss.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -24,8 +28,26 @@ void softmax_bwd_data_cpu(void** buffers, void* cl_arg) {
                                  runtime::vector_ptr(buffers[2]));
 }
 
-runtime::Codelet cl_softmax_fwd("softmax_fwd", runtime::guarded<softmax_fwd_cpu>, {STARPU_R, STARPU_W});
+#ifdef DTNN_HAVE_CUDA
+void softmax_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SoftmaxArgs>(cl_arg);
+  kernels::cuda::softmax_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                             runtime::cuda::stream());
+  runtime::cuda::check_launch("softmax_fwd");
+}
+
+void softmax_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SoftmaxArgs>(cl_arg);
+  kernels::cuda::softmax_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                  runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  runtime::cuda::check_launch("softmax_bwd_data");
+}
+#endif
+
+runtime::Codelet cl_softmax_fwd("softmax_fwd", runtime::guarded<softmax_fwd_cpu>,
+                                DTNN_CUDA_FUNC(runtime::guarded<softmax_fwd_cuda>), {STARPU_R, STARPU_W});
 runtime::Codelet cl_softmax_bwd_data("softmax_bwd_data", runtime::guarded<softmax_bwd_data_cpu>,
+                                     DTNN_CUDA_FUNC(runtime::guarded<softmax_bwd_data_cuda>),
                                      {STARPU_R, STARPU_R, STARPU_W});
 
 SoftmaxArgs args_for(const TaskTag& tag, int channels, const Tensor& t, int tile) {

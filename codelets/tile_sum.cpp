@@ -7,6 +7,10 @@
 
 #include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/merge.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -31,7 +35,30 @@ void tile_sum_cpu(void** buffers, void* cl_arg) {
   }
 }
 
-runtime::Codelet cl_tile_sum("tile_sum", runtime::guarded<tile_sum_cpu>, {});
+#ifdef DTNN_HAVE_CUDA
+// The CUDA twins of the CPU body's kernels, shared with the residual Add (codelets/cuda/merge.hpp): the same
+// fp32 additions in the same order, bitwise the CPU's sum.
+static_assert(STARPU_NMAXBUFS - 1 <= kernels::cuda::kMaxMergeSources,
+              "a tile_sum task has more sources than the CUDA sum takes");
+
+void tile_sum_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SumArgs>(cl_arg);
+  std::array<const float*, STARPU_NMAXBUFS> src{};
+  for (int i = 0; i < a.nsrc; ++i) {
+    src[i] = runtime::vector_ptr(buffers[i]);
+  }
+  float* dst = runtime::vector_ptr(buffers[a.nsrc]);
+  if (a.accumulate) {
+    kernels::cuda::accumulate_fixed_order(a.count, a.nsrc, src.data(), dst, runtime::cuda::stream());
+  } else {
+    kernels::cuda::sum_fixed_order(a.count, a.nsrc, src.data(), dst, runtime::cuda::stream());
+  }
+  runtime::cuda::check_launch("tile_sum");
+}
+#endif
+
+runtime::Codelet cl_tile_sum("tile_sum", runtime::guarded<tile_sum_cpu>,
+                             DTNN_CUDA_FUNC(runtime::guarded<tile_sum_cuda>), {});
 
 }  // namespace
 

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/cuda/conv2d_cudnn.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codelets/cuda/dense_cublas.hpp"
+#include "runtime/errors.hpp"
+
+namespace dtnn::kernels::cuda {
+namespace {
+
+using cpu::Conv2dShape;
+
+// Algorithms asking for more are skipped: the workspace is per worker and stays allocated.
+constexpr std::size_t kMaxAlgorithmWorkspace = std::size_t{512} << 20;
+// Where the padded tensor starts in the workspace, after cuDNN's part (cudaMallocAsync gives 256-byte alignment).
+constexpr std::size_t kWorkspaceAlignment = 256;
+
+std::string describe(const Conv2dShape& s) {
+  return "n=" + std::to_string(s.n) + " c=" + std::to_string(s.c) + " h=" + std::to_string(s.h) +
+         " w=" + std::to_string(s.w) + " k=" + std::to_string(s.k) + " r=" + std::to_string(s.r) +
+         " s=" + std::to_string(s.s) + " stride=" + std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) +
+         " pad(t,b,l,r)=" + std::to_string(s.pad_top) + "," + std::to_string(s.pad_bottom) + "," +
+         std::to_string(s.pad_left) + "," + std::to_string(s.pad_right) + " dilation=" + std::to_string(s.dil_h) +
+         "x" + std::to_string(s.dil_w) + " groups=" + std::to_string(s.groups);
+}
+
+void check(cudnnStatus_t status, const char* what, const Conv2dShape& s) {
+  if (status != CUDNN_STATUS_SUCCESS) {
+    throw RuntimeError(std::string("conv2d (cuDNN) ") + what + ": " + cudnnGetErrorString(status) + " [" +
+                       describe(s) + "]");
+  }
+}
+
+void check(cudaError_t status, const char* what, const Conv2dShape& s) {
+  if (status != cudaSuccess) {
+    throw RuntimeError(std::string("conv2d (CUDA) ") + what + ": " + cudaGetErrorString(status) + " [" +
+                       describe(s) + "]");
+  }
+}
+
+std::size_t align_up(std::size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+// The padding cuDNN applies (symmetric, the smaller side of each dimension) and what the padded copy adds.
+struct Padding {
+  int sym_h, sym_w;
+  int top, bottom, left, right;
+
+  explicit Padding(const Conv2dShape& s)
+      : sym_h(std::min(s.pad_top, s.pad_bottom)),
+        sym_w(std::min(s.pad_left, s.pad_right)),
+        top(s.pad_top - sym_h),
+        bottom(s.pad_bottom - sym_h),
+        left(s.pad_left - sym_w),
+        right(s.pad_right - sym_w) {}
+  [[nodiscard]] bool needs_copy() const { return top != 0 || bottom != 0 || left != 0 || right != 0; }
+};
+
+// Descriptors of one shape, created once per thread; never modified afterwards.
+struct ConvDescriptors {
+  cudnnTensorDescriptor_t x = nullptr;         // what cuDNN convolves: x, or its padded copy
+  cudnnTensorDescriptor_t x_stored = nullptr;  // padded copy only: x as stored (packed NCHW)
+  cudnnTensorDescriptor_t x_inside = nullptr;  // padded copy only: x's cells inside the padded copy (strided)
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnTensorDescriptor_t y = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  ConvDescriptors() = default;
+  ConvDescriptors(const ConvDescriptors&) = delete;
+  ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+  ~ConvDescriptors() {
+    for (cudnnTensorDescriptor_t t : {x, x_stored, x_inside, y}) {
+      if (t != nullptr) cudnnDestroyTensorDescriptor(t);
+    }
+    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
+    if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+struct Choice {
+  int algo;                // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  std::size_t cudnn_bytes; // its workspace
+};
+
+struct ConvState {
+  Conv2dShape shape;
+  Padding pad;
+  ConvDescriptors d;
+  std::size_t padded_elements = 0;  // of the padded copy of x (or dx); 0 without one
+  std::size_t inside_offset = 0;    // elements from the copy's start to x's cell (0, 0, 0, 0)
+  std::array<std::optional<Choice>, 3> choice;
+
+  explicit ConvState(const Conv2dShape& s) : shape(s), pad(s) {}
+};
+
+constexpr std::size_t kShapeFields = 16;
+using ShapeKey = std::array<int, kShapeFields + 1>;      // shape fields, device
+using ChoiceKey = std::array<int, kShapeFields + 2>;     // shape fields, device, pass
+
+ShapeKey shape_key(const Conv2dShape& s, int device) {
+  return {s.n,        s.c,          s.h,        s.w,         s.k,     s.r,     s.s,      s.stride_h, s.stride_w,
+          s.pad_top, s.pad_bottom, s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, device};
+}
+
+std::unique_ptr<ConvState> make_state(const Conv2dShape& s) {
+  auto st = std::make_unique<ConvState>(s);
+  ConvDescriptors& d = st->d;
+  const Padding& p = st->pad;
+  const int hp = s.h + p.top + p.bottom;
+  const int wp = s.w + p.left + p.right;
+  check(cudnnCreateTensorDescriptor(&d.x), "cudnnCreateTensorDescriptor", s);
+  check(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, hp, wp),
+        "cudnnSetTensor4dDescriptor (x)", s);
+  if (p.needs_copy()) {
+    check(cudnnCreateTensorDescriptor(&d.x_stored), "cudnnCreateTensorDescriptor", s);
+    check(cudnnSetTensor4dDescriptor(d.x_stored, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w),
+          "cudnnSetTensor4dDescriptor (x as stored)", s);
+    check(cudnnCreateTensorDescriptor(&d.x_inside), "cudnnCreateTensorDescriptor", s);
+    check(cudnnSetTensor4dDescriptorEx(d.x_inside, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, s.c * hp * wp, hp * wp, wp, 1),
+          "cudnnSetTensor4dDescriptorEx (x inside its padded copy)", s);
+    st->padded_elements = static_cast<std::size_t>(s.n) * static_cast<std::size_t>(s.c) *
+                          static_cast<std::size_t>(hp) * static_cast<std::size_t>(wp);
+    st->inside_offset =
+        static_cast<std::size_t>(p.top) * static_cast<std::size_t>(wp) + static_cast<std::size_t>(p.left);
+  }
+  check(cudnnCreateFilterDescriptor(&d.w), "cudnnCreateFilterDescriptor", s);
+  check(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c / s.groups, s.r, s.s),
+        "cudnnSetFilter4dDescriptor", s);
+  check(cudnnCreateConvolutionDescriptor(&d.conv), "cudnnCreateConvolutionDescriptor", s);
+  check(cudnnSetConvolution2dDescriptor(d.conv, p.sym_h, p.sym_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "cudnnSetConvolution2dDescriptor", s);
+  check(cudnnSetConvolutionGroupCount(d.conv, s.groups), "cudnnSetConvolutionGroupCount", s);
+  // FMA math: no TF32 tensor-core kernels (which CUDNN_DEFAULT_MATH allows on Ampere and later).
+  check(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType", s);
+  int on = 0, ok = 0, oh = 0, ow = 0;
+  check(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &on, &ok, &oh, &ow),
+        "cudnnGetConvolution2dForwardOutputDim", s);
+  if (on != s.n || ok != s.k || oh != s.out_h() || ow != s.out_w()) {
+    throw RuntimeError("conv2d (cuDNN): output shape " + std::to_string(on) + "x" + std::to_string(ok) + "x" +
+                       std::to_string(oh) + "x" + std::to_string(ow) + " differs from the expected " +
+                       std::to_string(s.n) + "x" + std::to_string(s.k) + "x" + std::to_string(s.out_h()) + "x" +
+                       std::to_string(s.out_w()) + " [" + describe(s) + "]");
+  }
+  check(cudnnCreateTensorDescriptor(&d.y), "cudnnCreateTensorDescriptor", s);
+  check(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.k, oh, ow),
+        "cudnnSetTensor4dDescriptor (y)", s);
+  return st;
+}
+
+// This thread's descriptors for the shape. A CUDA worker keeps its thread, so nothing here is shared.
+ConvState& state_for(const Conv2dShape& s, int device) {
+  thread_local std::map<ShapeKey, std::unique_ptr<ConvState>> states;
+  const ShapeKey key = shape_key(s, device);
+  auto it = states.find(key);
+  if (it == states.end()) {
+    it = states.emplace(key, make_state(s)).first;
+  }
+  return *it->second;
+}
+
+// The first of cuDNN's ranked candidates that runs without tensor cores, is deterministic and fits the workspace cap;
+// `fallback` (a deterministic algorithm that supports every geometry) when none does.
+template <class Perf, class Algo, class SizeFn>
+Choice first_fit(const std::vector<Perf>& perf, int returned, Algo fallback, SizeFn&& size, const Conv2dShape& s) {
+  for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i) {
+    const Perf& p = perf[static_cast<std::size_t>(i)];
+    // Tensor-core (TF32, conversion) variants are out; DEFAULT or FMA entries run as FMA under the descriptor's
+    // CUDNN_FMA_MATH (what PyTorch does with allow_tf32 off). Requiring FMA alone could leave only the fallback.
+    const bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC || tensor_op) {
+      continue;
+    }
+    std::size_t bytes = 0;
+    if (size(p.algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+      continue;
+    }
+    bytes = std::max(bytes, p.memory);
+    if (bytes <= kMaxAlgorithmWorkspace) {
+      return Choice{static_cast<int>(p.algo), bytes};
+    }
+  }
+  std::size_t bytes = 0;
+  check(size(fallback, &bytes), "workspace size of the fallback algorithm", s);
+  return Choice{static_cast<int>(fallback), bytes};
+}
+
+// Heuristics only (cudnnGet*_v7): no trial runs, nothing allocated, no synchronisation.
+Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
+  const Conv2dShape& s = st.shape;
+  const ConvDescriptors& d = st.d;
+  int max_count = 0;
+  int returned = 0;
+  switch (pass) {
+    case ConvPass::kFwd: {
+      check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count), "cudnnGetConvolutionForwardAlgorithmMaxCount",
+            s);
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+      check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, static_cast<int>(perf.size()), &returned,
+                                                   perf.data()),
+            "cudnnGetConvolutionForwardAlgorithm_v7", s);
+      return first_fit(
+          perf, returned, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+          [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+            return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
+          },
+          s);
+    }
+    case ConvPass::kBwdData: {
+      check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count),
+            "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", s);
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, static_cast<int>(perf.size()),
+                                                        &returned, perf.data()),
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7", s);
+      return first_fit(
+          perf, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+          [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, bytes);
+          },
+          s);
+    }
+    case ConvPass::kBwdWeights: {
+      check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count),
+            "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", s);
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
+      check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, static_cast<int>(perf.size()),
+                                                          &returned, perf.data()),
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7", s);
+      return first_fit(
+          perf, returned, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+          [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, bytes);
+          },
+          s);
+    }
+  }
+  throw RuntimeError("conv2d (cuDNN): unknown pass [" + describe(s) + "]");
+}
+
+// The algorithm of (device, shape, pass): process-wide, so that every worker of a device runs the same one.
+// cuDNN is asked outside the lock; heuristics are deterministic, so a concurrent second answer is the same.
+const Choice& choice_for(ConvState& st, ConvPass pass, const CudnnContext& ctx) {
+  std::optional<Choice>& mine = st.choice[static_cast<std::size_t>(pass)];
+  if (mine) {
+    return *mine;
+  }
+  static std::mutex mutex;
+  static std::map<ChoiceKey, Choice> choices;
+  ChoiceKey key{};
+  const ShapeKey shape = shape_key(st.shape, ctx.device);
+  std::copy(shape.begin(), shape.end(), key.begin());
+  key.back() = static_cast<int>(pass);
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = choices.find(key); it != choices.end()) {
+      mine = it->second;
+      return *mine;
+    }
+  }
+  const Choice fresh = choose(st, pass, ctx.cudnn);
+  std::lock_guard lock(mutex);
+  mine = choices.emplace(key, fresh).first->second;
+  return *mine;
+}
+
+// Output size of the geometry, and whether any convolution work exists (the CPU kernels' early exits).
+std::size_t plane_of(const Conv2dShape& s) {
+  return static_cast<std::size_t>(std::max(s.out_h(), 0)) * static_cast<std::size_t>(std::max(s.out_w(), 0));
+}
+bool empty_output(const Conv2dShape& s) { return s.n <= 0 || s.out_h() <= 0 || s.out_w() <= 0; }
+std::size_t weight_elements(const Conv2dShape& s) {
+  return static_cast<std::size_t>(std::max(s.k, 0)) * static_cast<std::size_t>(std::max(s.c / s.groups, 0)) *
+         static_cast<std::size_t>(s.r) * static_cast<std::size_t>(s.s);
+}
+
+// Whether `pass` calls cuDNN at all for this shape (otherwise it only zeroes its outputs, or does nothing).
+bool uses_cudnn(const Conv2dShape& s, ConvPass pass) {
+  if (empty_output(s) || s.k <= 0 || s.k / s.groups <= 0) {
+    return false;
+  }
+  return pass != ConvPass::kBwdWeights || weight_elements(s) > 0;
+}
+
+std::size_t total_bytes(const ConvState& st, const Choice& c) {
+  if (st.padded_elements == 0) {
+    return c.cudnn_bytes;
+  }
+  return align_up(c.cudnn_bytes) + st.padded_elements * sizeof(float);
+}
+
+// Where cuDNN's workspace and the padded tensor lie in the caller's workspace.
+struct Scratch {
+  void* cudnn;
+  std::size_t cudnn_bytes;
+  float* padded;  // null without a padded copy
+};
+
+Scratch carve(const ConvState& st, const Choice& c, void* workspace, std::size_t workspace_bytes, const char* pass) {
+  const std::size_t needed = total_bytes(st, c);
+  if (needed > 0 && (workspace == nullptr || workspace_bytes < needed)) {
+    throw RuntimeError(std::string("conv2d (cuDNN) ") + pass + ": workspace of " + std::to_string(workspace_bytes) +
+                       " bytes, needs " + std::to_string(needed) + " [" + describe(st.shape) + "]");
+  }
+  auto* base = static_cast<unsigned char*>(workspace);
+  float* padded = st.padded_elements == 0 ? nullptr : reinterpret_cast<float*>(base + align_up(c.cudnn_bytes));
+  return Scratch{c.cudnn_bytes > 0 ? workspace : nullptr, c.cudnn_bytes, padded};
+}
+
+// padded = x surrounded by the explicit part of the padding, zeros elsewhere.
+void pad_x(const ConvState& st, const float* x, float* padded, const CudnnContext& ctx) {
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  check(cudaMemsetAsync(padded, 0, st.padded_elements * sizeof(float), ctx.stream), "cudaMemsetAsync (padded x)",
+        st.shape);
+  check(cudnnTransformTensor(ctx.cudnn, &one, st.d.x_stored, x, &zero, st.d.x_inside, padded + st.inside_offset),
+        "cudnnTransformTensor (x into its padded copy)", st.shape);
+}
+
+}  // namespace
+
+std::size_t conv2d_workspace_bytes(const Conv2dShape& sh, ConvPass pass, const CudnnContext& ctx) {
+  if (!uses_cudnn(sh, pass)) {
+    return 0;
+  }
+  ConvState& st = state_for(sh, ctx.device);
+  return total_bytes(st, choice_for(st, pass, ctx));
+}
+
+void conv2d_fwd(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y,
+                void* workspace, std::size_t workspace_bytes, const CudnnContext& ctx) {
+  // As the CPU kernels: no output, nothing to write.
+  if (!uses_cudnn(sh, ConvPass::kFwd)) {
+    return;
+  }
+  ConvState& st = state_for(sh, ctx.device);
+  const Choice& c = choice_for(st, ConvPass::kFwd, ctx);
+  const Scratch ws = carve(st, c, workspace, workspace_bytes, "fwd");
+  const float* input = x;
+  if (ws.padded != nullptr) {
+    pad_x(st, x, ws.padded, ctx);
+    input = ws.padded;
+  }
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  check(cudnnConvolutionForward(ctx.cudnn, &one, st.d.x, input, st.d.w, w, st.d.conv,
+                                static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes, &zero,
+                                st.d.y, y),
+        "cudnnConvolutionForward", sh);
+  bias_add_fwd(sh.n, sh.k, plane_of(sh), b, relu, y, ctx.stream);
+}
+
+void conv2d_bwd_data(const Conv2dShape& sh, const float* dy, const float* w, float* dx, void* workspace,
+                     std::size_t workspace_bytes, const CudnnContext& ctx) {
+  if (sh.n <= 0) {
+    return;
+  }
+  if (!uses_cudnn(sh, ConvPass::kBwdData)) {
+    // No window, or no output channel per group: dx is zero (as on the CPU).
+    const std::size_t count = static_cast<std::size_t>(sh.n) * static_cast<std::size_t>(sh.c) *
+                              static_cast<std::size_t>(sh.h) * static_cast<std::size_t>(sh.w);
+    check(cudaMemsetAsync(dx, 0, count * sizeof(float), ctx.stream), "cudaMemsetAsync (dx)", sh);
+    return;
+  }
+  ConvState& st = state_for(sh, ctx.device);
+  const Choice& c = choice_for(st, ConvPass::kBwdData, ctx);
+  const Scratch ws = carve(st, c, workspace, workspace_bytes, "bwd_data");
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  // With a padded copy, cuDNN computes the gradient of the whole padded input and x's cells are cropped out.
+  float* target = ws.padded != nullptr ? ws.padded : dx;
+  check(cudnnConvolutionBackwardData(ctx.cudnn, &one, st.d.w, w, st.d.y, dy, st.d.conv,
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes,
+                                     &zero, st.d.x, target),
+        "cudnnConvolutionBackwardData", sh);
+  if (ws.padded != nullptr) {
+    check(cudnnTransformTensor(ctx.cudnn, &one, st.d.x_inside, ws.padded + st.inside_offset, &zero, st.d.x_stored,
+                               dx),
+          "cudnnTransformTensor (dx out of the padded gradient)", sh);
+  }
+}
+
+void conv2d_bwd_weights(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                        void* workspace, std::size_t workspace_bytes, const CudnnContext& ctx) {
+  if (db != nullptr) {
+    bias_bwd_weights(std::max(sh.n, 0), sh.k, plane_of(sh), dy, db, ctx.stream);
+  }
+  const std::size_t w_count = weight_elements(sh);
+  if (w_count == 0) {
+    return;
+  }
+  if (!uses_cudnn(sh, ConvPass::kBwdWeights)) {
+    // No sample or no output position: the sum is empty.
+    check(cudaMemsetAsync(dw, 0, w_count * sizeof(float), ctx.stream), "cudaMemsetAsync (dw)", sh);
+    return;
+  }
+  ConvState& st = state_for(sh, ctx.device);
+  const Choice& c = choice_for(st, ConvPass::kBwdWeights, ctx);
+  const Scratch ws = carve(st, c, workspace, workspace_bytes, "bwd_weights");
+  const float* input = x;
+  if (ws.padded != nullptr) {
+    pad_x(st, x, ws.padded, ctx);
+    input = ws.padded;
+  }
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  check(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, st.d.x, input, st.d.y, dy, st.d.conv,
+                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes,
+                                       &zero, st.d.w, dw),
+        "cudnnConvolutionBackwardFilter", sh);
+}
+
+}  // namespace dtnn::kernels::cuda

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <string>
+
+#include "codelets/cuda/dense_cublas.hpp"
+#include "codelets/cuda/launch.cuh"
+#include "runtime/errors.hpp"
+
+namespace dtnn::kernels::cuda {
+namespace {
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw RuntimeError(std::string(what) + ": " + cublasGetStatusString(status));
+  }
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw RuntimeError(std::string(what) + ": " + cudaGetErrorString(status));
+  }
+}
+
+// The worker's handle is shared by every codelet of the worker: state that changes results is set on each call
+// rather than assumed. The default math mode never lowers fp32 GEMMs to TF32 (CUBLAS_TF32_TENSOR_OP_MATH would).
+void prepare(cublasHandle_t cublas, const char* what) {
+  check(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), what);
+  check(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), what);
+}
+
+// Column-major C(m x n) = op(A) * op(B), beta = 0 (C overwritten). Row-major matrices are their transposes.
+void sgemm(cublasHandle_t cublas, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* a,
+           int lda, const float* b, int ldb, float* c, int ldc, const char* what) {
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  check(cublasSgemm(cublas, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc), what);
+}
+
+void zero(float* p, std::size_t count, cudaStream_t stream, const char* what) {
+  check(cudaMemsetAsync(p, 0, count * sizeof(float), stream), what);
+}
+
+__global__ void bias_add_fwd_kernel(std::size_t count, std::size_t plane, int channels, const float* __restrict__ b,
+                                    int relu, float* __restrict__ y) {
+  DTNN_GRID_STRIDE(i, count) {
+    float v = y[i];
+    if (b != nullptr) {
+      v += b[(i / plane) % static_cast<std::size_t>(channels)];
+    }
+    if (relu != 0) {
+      v = v < 0.0f ? 0.0f : v;
+    }
+    y[i] = v;
+  }
+}
+
+// One block of kThreads per channel: thread t sums, in double, elements t, t + kThreads, ... of the channel's
+// plane in every sample (samples in order), then a fixed shared-memory tree adds the partial sums. The order
+// depends on the shape alone.
+__global__ void bias_bwd_weights_kernel(int n, int channels, std::size_t plane, const float* __restrict__ dy,
+                                        float* __restrict__ db) {
+  __shared__ double partial[kThreads];
+  const auto c = static_cast<std::size_t>(blockIdx.x);
+  double acc = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const float* row = dy + (static_cast<std::size_t>(i) * static_cast<std::size_t>(channels) + c) * plane;
+    for (std::size_t p = threadIdx.x; p < plane; p += kThreads) {
+      acc += static_cast<double>(row[p]);
+    }
+  }
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      partial[threadIdx.x] += partial[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    db[c] = static_cast<float>(partial[0]);
+  }
+}
+
+// db[j] = ((0 + dy[0, j]) + dy[1, j]) + ...: one thread per column, rows in order, in fp32 — the CPU's order, so
+// the result is the CPU's bit for bit.
+__global__ void column_sums_kernel(int n, int out, const float* __restrict__ dy, float* __restrict__ db) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j >= out) {
+    return;
+  }
+  float acc = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    acc += dy[static_cast<std::size_t>(i) * static_cast<std::size_t>(out) + static_cast<std::size_t>(j)];
+  }
+  db[j] = acc;
+}
+
+}  // namespace
+
+void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, float* y, cublasHandle_t cublas,
+               cudaStream_t stream) {
+  if (n <= 0 || out <= 0) {
+    return;
+  }
+  if (in <= 0) {
+    zero(y, static_cast<std::size_t>(n) * static_cast<std::size_t>(out), stream, "dense_fwd: cudaMemsetAsync");
+  } else {
+    prepare(cublas, "dense_fwd: cuBLAS setup");
+    // y^T (out x n) = w (out x in; w^T as stored) * x^T (in x n; as stored)
+    sgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out, "dense_fwd: cublasSgemm");
+  }
+  if (b != nullptr) {
+    bias_add_fwd(n, out, 1, b, 0, y, stream);
+  }
+}
+
+void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, float* dx, cublasHandle_t cublas,
+                    cudaStream_t stream) {
+  if (n <= 0 || in <= 0) {
+    return;
+  }
+  if (out <= 0) {
+    zero(dx, static_cast<std::size_t>(n) * static_cast<std::size_t>(in), stream, "dense_bwd_data: cudaMemsetAsync");
+    return;
+  }
+  prepare(cublas, "dense_bwd_data: cuBLAS setup");
+  // dx^T (in x n) = w^T (in x out; as stored) * dy^T (out x n; as stored)
+  sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, dx, in, "dense_bwd_data: cublasSgemm");
+}
+
+void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, float* dw, float* db,
+                       cublasHandle_t cublas, cudaStream_t stream) {
+  if (out <= 0) {
+    return;
+  }
+  if (in > 0) {
+    if (n <= 0) {
+      zero(dw, static_cast<std::size_t>(out) * static_cast<std::size_t>(in), stream,
+           "dense_bwd_weights: cudaMemsetAsync");
+    } else {
+      prepare(cublas, "dense_bwd_weights: cuBLAS setup");
+      // dw^T (in x out) = x^T (in x n; as stored) * dy (n x out; dy^T as stored, transposed)
+      sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, dw, in, "dense_bwd_weights: cublasSgemm");
+    }
+  }
+  if (db != nullptr) {
+    const unsigned blocks = static_cast<unsigned>((out + kThreads - 1) / kThreads);
+    column_sums_kernel<<<blocks, kThreads, 0, stream>>>(n < 0 ? 0 : n, out, dy, db);
+  }
+}
+
+void bias_add_fwd(int n, int channels, std::size_t plane, const float* b, int relu, float* y, cudaStream_t stream) {
+  if (n <= 0 || channels <= 0 || plane == 0 || (b == nullptr && relu == 0)) {
+    return;
+  }
+  const std::size_t count = static_cast<std::size_t>(n) * static_cast<std::size_t>(channels) * plane;
+  bias_add_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, channels, b, relu, y);
+}
+
+void bias_bwd_weights(int n, int channels, std::size_t plane, const float* dy, float* db, cudaStream_t stream) {
+  if (channels <= 0) {
+    return;
+  }
+  bias_bwd_weights_kernel<<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(n < 0 ? 0 : n, channels, plane,
+                                                                                    dy, db);
+}
+
+}  // namespace dtnn::kernels::cuda

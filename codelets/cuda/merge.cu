@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <stdexcept>
+#include <string>
+
+#include "codelets/cuda/launch.cuh"
+#include "codelets/cuda/merge.hpp"
+
+namespace dtnn::kernels::cuda {
+namespace {
+
+using std::size_t;
+
+// The source pointers travel by value in the kernel's parameters.
+struct Sources {
+  const float* ptr[kMaxMergeSources];
+  int count;
+};
+
+// Each thread adds its element's sources in order: bitwise the CPU's sum. dst may be one of the sources, as on
+// the CPU: every element is written once, after all its sources were read.
+__global__ void sum_fixed_order_kernel(size_t count, Sources src, float* dst) {
+  DTNN_GRID_STRIDE(i, count) {
+    float acc = src.ptr[0][i];
+    for (int s = 1; s < src.count; ++s) acc += src.ptr[s][i];
+    dst[i] = acc;
+  }
+}
+
+__global__ void accumulate_fixed_order_kernel(size_t count, Sources src, float* dst) {
+  DTNN_GRID_STRIDE(i, count) {
+    float acc = dst[i];
+    for (int s = 0; s < src.count; ++s) acc += src.ptr[s][i];
+    dst[i] = acc;
+  }
+}
+
+__global__ void fill_zero_kernel(size_t count, float* dst) {
+  DTNN_GRID_STRIDE(i, count) { dst[i] = 0.0f; }
+}
+
+void check_count(const char* what, int count) {
+  if (count > kMaxMergeSources) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(count) + " parts, at most " +
+                                std::to_string(kMaxMergeSources) + " on CUDA");
+  }
+}
+
+Sources sources(const char* what, int nsrc, const float* const* src) {
+  check_count(what, nsrc);
+  Sources s{};
+  s.count = nsrc;
+  for (int i = 0; i < nsrc; ++i) s.ptr[i] = src[i];
+  return s;
+}
+
+// The parts of a concatenation: offset[p] is where part p starts within a sample of the whole, offset[nparts] the
+// sample's size.
+template <class Ptr>
+struct Parts {
+  Ptr ptr[kMaxMergeSources];
+  std::int64_t offset[kMaxMergeSources + 1];
+  int count;
+};
+
+template <class Ptr>
+Parts<Ptr> parts_of(const char* what, int nparts, Ptr const* ptrs, const std::int64_t* part_elems) {
+  check_count(what, nparts);
+  Parts<Ptr> p{};
+  p.count = nparts;
+  p.offset[0] = 0;
+  for (int i = 0; i < nparts; ++i) {
+    p.ptr[i] = ptrs[i];
+    p.offset[i + 1] = p.offset[i] + part_elems[i];
+  }
+  return p;
+}
+
+// The part holding position r of a sample (0 <= r < offset[count]); empty parts are skipped.
+template <class Ptr>
+__device__ inline int part_at(const Parts<Ptr>& parts, size_t r) {
+  int p = 0;
+  while (static_cast<std::int64_t>(r) >= parts.offset[p + 1]) ++p;
+  return p;
+}
+
+// One thread per value of the whole: coalesced on the whole's side and within each part's slice.
+__global__ void concat_fwd_kernel(size_t n, Parts<const float*> parts, float* __restrict__ y) {
+  const auto sample = static_cast<size_t>(parts.offset[parts.count]);
+  DTNN_GRID_STRIDE(idx, n * sample) {
+    const size_t i = idx / sample;
+    const size_t r = idx - i * sample;
+    const int p = part_at(parts, r);
+    const auto begin = static_cast<size_t>(parts.offset[p]);
+    const auto len = static_cast<size_t>(parts.offset[p + 1]) - begin;
+    y[idx] = parts.ptr[p][i * len + (r - begin)];
+  }
+}
+
+__global__ void concat_bwd_data_kernel(size_t n, const float* __restrict__ dy, Parts<float*> parts) {
+  const auto sample = static_cast<size_t>(parts.offset[parts.count]);
+  DTNN_GRID_STRIDE(idx, n * sample) {
+    const size_t i = idx / sample;
+    const size_t r = idx - i * sample;
+    const int p = part_at(parts, r);
+    const auto begin = static_cast<size_t>(parts.offset[p]);
+    const auto len = static_cast<size_t>(parts.offset[p + 1]) - begin;
+    parts.ptr[p][i * len + (r - begin)] = dy[idx];
+  }
+}
+
+struct PadGeometry {
+  size_t n;
+  int c, h, w;
+  int k, stride;
+  int out_h, out_w, front;
+};
+
+PadGeometry geometry(const cpu::ShortcutPadShape& sh) {
+  return PadGeometry{static_cast<size_t>(sh.n), sh.c, sh.h, sh.w, sh.k, sh.stride, sh.out_h(), sh.out_w(),
+                     sh.pad_front()};
+}
+
+// One thread per output value: a kept input value or a zero channel.
+__global__ void shortcut_pad_fwd_kernel(PadGeometry g, const float* __restrict__ x, float* __restrict__ y) {
+  const size_t total = g.n * static_cast<size_t>(g.k) * static_cast<size_t>(g.out_h) * static_cast<size_t>(g.out_w);
+  DTNN_GRID_STRIDE(idx, total) {
+    size_t t = idx;
+    const size_t q = t % static_cast<size_t>(g.out_w);
+    t /= static_cast<size_t>(g.out_w);
+    const size_t r = t % static_cast<size_t>(g.out_h);
+    t /= static_cast<size_t>(g.out_h);
+    const int ch = static_cast<int>(t % static_cast<size_t>(g.k)) - g.front;
+    const size_t i = t / static_cast<size_t>(g.k);
+    float v = 0.0f;
+    if (ch >= 0 && ch < g.c) {
+      const size_t plane = (i * static_cast<size_t>(g.c) + static_cast<size_t>(ch)) * static_cast<size_t>(g.h);
+      v = x[(plane + r * static_cast<size_t>(g.stride)) * static_cast<size_t>(g.w) + q * static_cast<size_t>(g.stride)];
+    }
+    y[idx] = v;
+  }
+}
+
+// One thread per input-gradient value: the matching output gradient where the stride kept the cell, else 0.
+__global__ void shortcut_pad_bwd_data_kernel(PadGeometry g, const float* __restrict__ dy, float* __restrict__ dx) {
+  const size_t total = g.n * static_cast<size_t>(g.c) * static_cast<size_t>(g.h) * static_cast<size_t>(g.w);
+  const auto stride = static_cast<size_t>(g.stride);
+  DTNN_GRID_STRIDE(idx, total) {
+    size_t t = idx;
+    const size_t col = t % static_cast<size_t>(g.w);
+    t /= static_cast<size_t>(g.w);
+    const size_t row = t % static_cast<size_t>(g.h);
+    t /= static_cast<size_t>(g.h);
+    const size_t ch = t % static_cast<size_t>(g.c);
+    const size_t i = t / static_cast<size_t>(g.c);
+    float v = 0.0f;
+    if (row % stride == 0 && col % stride == 0) {
+      const size_t plane = i * static_cast<size_t>(g.k) + static_cast<size_t>(g.front) + ch;
+      v = dy[(plane * static_cast<size_t>(g.out_h) + row / stride) * static_cast<size_t>(g.out_w) + col / stride];
+    }
+    dx[idx] = v;
+  }
+}
+
+}  // namespace
+
+void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst, cudaStream_t stream) {
+  if (count == 0) return;
+  if (nsrc <= 0) {
+    fill_zero_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, dst);
+    return;
+  }
+  sum_fixed_order_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, sources("sum_fixed_order", nsrc, src),
+                                                                     dst);
+}
+
+void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst, cudaStream_t stream) {
+  if (count == 0 || nsrc <= 0) return;
+  accumulate_fixed_order_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+      count, sources("accumulate_fixed_order", nsrc, src), dst);
+}
+
+void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t* part_elems, float* y,
+                cudaStream_t stream) {
+  const Parts<const float*> p = parts_of("concat_fwd", nparts, parts, part_elems);
+  const size_t count = static_cast<size_t>(n > 0 ? n : 0) * static_cast<size_t>(p.offset[nparts > 0 ? nparts : 0]);
+  if (count == 0) return;
+  concat_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<size_t>(n), p, y);
+}
+
+void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* part_elems, float* const* parts,
+                     cudaStream_t stream) {
+  const Parts<float*> p = parts_of("concat_bwd_data", nparts, parts, part_elems);
+  const size_t count = static_cast<size_t>(n > 0 ? n : 0) * static_cast<size_t>(p.offset[nparts > 0 ? nparts : 0]);
+  if (count == 0) return;
+  concat_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<size_t>(n), dy, p);
+}
+
+void shortcut_pad_fwd(const cpu::ShortcutPadShape& sh, const float* x, float* y, cudaStream_t stream) {
+  const PadGeometry g = geometry(sh);
+  const size_t total = g.n * static_cast<size_t>(g.k) * static_cast<size_t>(g.out_h) * static_cast<size_t>(g.out_w);
+  if (total == 0) return;
+  shortcut_pad_fwd_kernel<<<blocks_for(total), kThreads, 0, stream>>>(g, x, y);
+}
+
+void shortcut_pad_bwd_data(const cpu::ShortcutPadShape& sh, const float* dy, float* dx, cudaStream_t stream) {
+  const PadGeometry g = geometry(sh);
+  const size_t total = g.n * static_cast<size_t>(g.c) * static_cast<size_t>(g.h) * static_cast<size_t>(g.w);
+  if (total == 0) return;
+  shortcut_pad_bwd_data_kernel<<<blocks_for(total), kThreads, 0, stream>>>(g, dy, dx);
+}
+
+}  // namespace dtnn::kernels::cuda

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+// CUDA optimizer updates, in place on one parameter's fp32 device buffers: the same names, parameters and
+// formulas as the CPU kernels (kernels::cpu::sgd_update in codelets/cpu/kernels.hpp, the adaptive ones in
+// codelets/cpu/optim_kernels.hpp). Each multiply, add, divide and square root is a separately rounded IEEE
+// fp32 operation in the CPU's evaluation order (no fused multiply-add), so on a CPU build that cannot fuse
+// either (x86-64 without -mfma, the default) the results are bitwise identical.
+// The launchers enqueue on the stream and return.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/optim_kernels.hpp"
+
+namespace dtnn::kernels::cuda {
+
+// v may be null (no momentum buffer), as on the CPU.
+void sgd_update(std::size_t count, const cpu::SgdParams& p, float* w, const float* g, float* v,
+                cudaStream_t stream);
+
+// momentum_buf is read only when p.momentum != 0, grad_avg only when p.centered; either may be null otherwise.
+void rmsprop_update(std::size_t count, const cpu::RmspropParams& p, float* w, const float* g, float* square_avg,
+                    float* momentum_buf, float* grad_avg, cudaStream_t stream);
+
+void adam_update(std::size_t count, const cpu::AdamParams& p, float* w, const float* g, float* exp_avg,
+                 float* exp_avg_sq, cudaStream_t stream);
+
+void nadam_update(std::size_t count, const cpu::NadamParams& p, float* w, const float* g, float* exp_avg,
+                  float* exp_avg_sq, cudaStream_t stream);
+
+}  // namespace dtnn::kernels::cuda

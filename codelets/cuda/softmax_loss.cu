@@ -1,0 +1,383 @@
+// SPDX-License-Identifier: Apache-2.0
+// Softmax and losses after codelets/cpu/softmax.cpp and codelets/cpu/loss.cpp, operation for operation. Where a sum
+// runs in a tree rather than in the CPU's order, the terms are still those of the CPU; __dmul_rn keeps nvcc from
+// fusing a product into the following addition where the host (no FMA in the x86-64 baseline) rounds twice.
+#include "codelets/cpu/kernels.hpp"
+#include "codelets/cuda/launch.cuh"
+#include "codelets/cuda/softmax_loss.hpp"
+
+namespace dtnn::kernels::cuda {
+namespace {
+
+using std::size_t;
+
+// ---- Softmax ----
+// A channel column is the c values of one (sample, position) pair, `plane` apart. Wide planes give one thread per
+// column: neighbouring threads read neighbouring positions, and each sums its column in the CPU's channel order.
+// Narrow planes with many channels ((N, F) tensors above all) give one block per column instead, reduced in a fixed
+// tree, so that a large row does not leave the GPU to a handful of threads.
+constexpr size_t kThreadPerColumnPlane = 32;
+constexpr int kBlockPerColumnChannels = 64;
+constexpr int kColumnThreads = 128;
+constexpr unsigned kMaxBlocks = 65535;
+
+bool block_per_column(int c, size_t plane) { return plane < kThreadPerColumnPlane && c >= kBlockPerColumnChannels; }
+
+// The CPU's running maximum: "!(v <= m)" also takes a NaN. Which value a NaN leaves as the maximum never shows:
+// its exponential makes the column's sum, hence every output of the column, NaN.
+__device__ inline float take_max(float m, float v) { return !(v <= m) ? v : m; }
+
+__global__ void softmax_fwd_thread_per_column(int n, int c, size_t plane, const float* __restrict__ x,
+                                              float* __restrict__ y) {
+  const size_t columns = static_cast<size_t>(n) * plane;
+  const size_t sample = static_cast<size_t>(c) * plane;
+  DTNN_GRID_STRIDE(col, columns) {
+    const size_t i = col / plane;
+    const size_t p = col - i * plane;
+    const float* xs = x + i * sample + p;
+    float* ys = y + i * sample + p;
+    float m = xs[0];
+    for (int ch = 1; ch < c; ++ch) m = take_max(m, xs[static_cast<size_t>(ch) * plane]);
+    double sum = 0.0;
+    for (int ch = 0; ch < c; ++ch) sum += static_cast<double>(expf(xs[static_cast<size_t>(ch) * plane] - m));
+    const double inv = 1.0 / sum;
+    for (int ch = 0; ch < c; ++ch) {
+      const size_t off = static_cast<size_t>(ch) * plane;
+      ys[off] = static_cast<float>(static_cast<double>(expf(xs[off] - m)) * inv);
+    }
+  }
+}
+
+__global__ void softmax_fwd_block_per_column(int n, int c, size_t plane, const float* __restrict__ x,
+                                             float* __restrict__ y) {
+  __shared__ float smax[kColumnThreads];
+  __shared__ double ssum[kColumnThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  const size_t columns = static_cast<size_t>(n) * plane;
+  const size_t sample = static_cast<size_t>(c) * plane;
+  for (size_t col = blockIdx.x; col < columns; col += gridDim.x) {
+    const size_t i = col / plane;
+    const size_t p = col - i * plane;
+    const float* xs = x + i * sample + p;
+    float* ys = y + i * sample + p;
+    // -inf is the identity of take_max on every value but NaN, whose effect is the all-NaN column anyway.
+    float m = -INFINITY;
+    for (int ch = tid; ch < c; ch += kColumnThreads) m = take_max(m, xs[static_cast<size_t>(ch) * plane]);
+    smax[tid] = m;
+    __syncthreads();
+    for (int s = kColumnThreads / 2; s > 0; s >>= 1) {
+      if (tid < s) smax[tid] = take_max(smax[tid], smax[tid + s]);
+      __syncthreads();
+    }
+    m = smax[0];
+    double sum = 0.0;
+    for (int ch = tid; ch < c; ch += kColumnThreads) {
+      sum += static_cast<double>(expf(xs[static_cast<size_t>(ch) * plane] - m));
+    }
+    ssum[tid] = sum;
+    __syncthreads();
+    for (int s = kColumnThreads / 2; s > 0; s >>= 1) {
+      if (tid < s) ssum[tid] += ssum[tid + s];
+      __syncthreads();
+    }
+    const double inv = 1.0 / ssum[0];
+    for (int ch = tid; ch < c; ch += kColumnThreads) {
+      const size_t off = static_cast<size_t>(ch) * plane;
+      ys[off] = static_cast<float>(static_cast<double>(expf(xs[off] - m)) * inv);
+    }
+    // smax[0] and ssum[0] are read by every thread before the next column overwrites them.
+    __syncthreads();
+  }
+}
+
+// The products of two floats are exact in double, so fused or not they round alike.
+__global__ void softmax_bwd_data_thread_per_column(int n, int c, size_t plane, const float* __restrict__ y,
+                                                   const float* __restrict__ dy, float* __restrict__ dx) {
+  const size_t columns = static_cast<size_t>(n) * plane;
+  const size_t sample = static_cast<size_t>(c) * plane;
+  DTNN_GRID_STRIDE(col, columns) {
+    const size_t i = col / plane;
+    const size_t p = col - i * plane;
+    const size_t base = i * sample + p;
+    double dot = 0.0;
+    for (int ch = 0; ch < c; ++ch) {
+      const size_t off = base + static_cast<size_t>(ch) * plane;
+      dot += static_cast<double>(dy[off]) * static_cast<double>(y[off]);
+    }
+    for (int ch = 0; ch < c; ++ch) {
+      const size_t off = base + static_cast<size_t>(ch) * plane;
+      dx[off] = static_cast<float>(static_cast<double>(y[off]) * (static_cast<double>(dy[off]) - dot));
+    }
+  }
+}
+
+__global__ void softmax_bwd_data_block_per_column(int n, int c, size_t plane, const float* __restrict__ y,
+                                                  const float* __restrict__ dy, float* __restrict__ dx) {
+  __shared__ double sdot[kColumnThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  const size_t columns = static_cast<size_t>(n) * plane;
+  const size_t sample = static_cast<size_t>(c) * plane;
+  for (size_t col = blockIdx.x; col < columns; col += gridDim.x) {
+    const size_t i = col / plane;
+    const size_t p = col - i * plane;
+    const size_t base = i * sample + p;
+    double dot = 0.0;
+    for (int ch = tid; ch < c; ch += kColumnThreads) {
+      const size_t off = base + static_cast<size_t>(ch) * plane;
+      dot += static_cast<double>(dy[off]) * static_cast<double>(y[off]);
+    }
+    sdot[tid] = dot;
+    __syncthreads();
+    for (int s = kColumnThreads / 2; s > 0; s >>= 1) {
+      if (tid < s) sdot[tid] += sdot[tid + s];
+      __syncthreads();
+    }
+    dot = sdot[0];
+    for (int ch = tid; ch < c; ch += kColumnThreads) {
+      const size_t off = base + static_cast<size_t>(ch) * plane;
+      dx[off] = static_cast<float>(static_cast<double>(y[off]) * (static_cast<double>(dy[off]) - dot));
+    }
+    __syncthreads();
+  }
+}
+
+unsigned column_blocks(size_t columns) {
+  return static_cast<unsigned>(columns < kMaxBlocks ? columns : kMaxBlocks);
+}
+
+// ---- Losses ----
+// One block per row; each row's metrics go to scratch [n, kLossStats] in double, then one thread per metric adds
+// the rows in row order, as the CPU does.
+constexpr int kRowThreads = 128;
+
+// Running argmax with the CPU's rule "z[j] > z[arg]" from arg = 0: the first index of the largest non-NaN value,
+// or 0 whenever z[0] is NaN (no comparison with a NaN holds). Candidates of one thread come in increasing index.
+struct ArgMax {
+  float v;
+  int i;  // -1: no candidate
+};
+
+__device__ inline void consider(ArgMax& a, float v, int j) {
+  if (!isnan(v) && (a.i < 0 || v > a.v)) {
+    a.v = v;
+    a.i = j;
+  }
+}
+
+// Larger value first, the lower index on ties (-0 == +0 counts as a tie, as in the CPU's comparison).
+__device__ inline ArgMax pick(ArgMax a, ArgMax b) {
+  if (b.i < 0) return a;
+  if (a.i < 0) return b;
+  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+
+// The argmax of a row of `cols` values (cols >= 1) and of a second row, from every thread's candidates.
+__device__ void block_argmax2(ArgMax& a, ArgMax& b, ArgMax* sa, ArgMax* sb) {
+  const int tid = static_cast<int>(threadIdx.x);
+  sa[tid] = a;
+  sb[tid] = b;
+  __syncthreads();
+  for (int s = kRowThreads / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      sa[tid] = pick(sa[tid], sa[tid + s]);
+      sb[tid] = pick(sb[tid], sb[tid + s]);
+    }
+    __syncthreads();
+  }
+  a = sa[0];
+  b = sb[0];
+  __syncthreads();
+}
+
+// Sums each of K values over the block in a fixed tree; every thread gets the totals.
+template <int K>
+__device__ void block_sums(double (&v)[K], double (*buf)[kRowThreads]) {
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int k = 0; k < K; ++k) buf[k][tid] = v[k];
+  __syncthreads();
+  for (int s = kRowThreads / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      for (int k = 0; k < K; ++k) buf[k][tid] += buf[k][tid + s];
+    }
+    __syncthreads();
+  }
+  for (int k = 0; k < K; ++k) v[k] = buf[k][0];
+  __syncthreads();
+}
+
+constexpr int kStats = cpu::kLossStats;
+
+// argmax(z) and argmax(t) of one row as the CPU's hits() finds them.
+__device__ void row_argmaxes(const float* z, const float* t, int cols, ArgMax* sz, ArgMax* st, int& arg_z,
+                             int& arg_t) {
+  ArgMax bz{0.0f, -1};
+  ArgMax bt{0.0f, -1};
+  for (int j = static_cast<int>(threadIdx.x); j < cols; j += kRowThreads) {
+    consider(bz, z[j], j);
+    consider(bt, t[j], j);
+  }
+  block_argmax2(bz, bt, sz, st);
+  arg_z = isnan(z[0]) ? 0 : bz.i;
+  arg_t = isnan(t[0]) ? 0 : bt.i;
+}
+
+// dlogits may alias logits: each value of dz is written by the thread that last reads that logit, after the
+// barriers that follow every read of another thread's logits (z[0], z[arg_z], z[arg_t]).
+__global__ void softmax_xent_rows(int n, int cols, const float* logits, const float* __restrict__ targets,
+                                  float grad_scale, float* dlogits, double* __restrict__ rows) {
+  __shared__ ArgMax sz[kRowThreads];
+  __shared__ ArgMax st[kRowThreads];
+  __shared__ double buf[4][kRowThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int i = static_cast<int>(blockIdx.x); i < n; i += static_cast<int>(gridDim.x)) {
+    const float* z = logits + static_cast<size_t>(i) * cols;
+    const float* t = targets + static_cast<size_t>(i) * cols;
+    float* dz = dlogits + static_cast<size_t>(i) * cols;
+    int arg_z = 0;
+    int arg_t = 0;
+    row_argmaxes(z, t, cols, sz, st, arg_z, arg_t);
+    const float shift = z[arg_z];
+    const float target_logit = z[arg_t];
+
+    // above, target_sum, target_dot = sum t * (z - shift), denom
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int j = tid; j < cols; j += kRowThreads) {
+      const float zj = z[j];
+      const float tj = t[j];
+      s[0] += zj > target_logit ? 1.0 : 0.0;
+      const float shifted = zj - shift;
+      s[1] += static_cast<double>(tj);
+      s[2] += static_cast<double>(tj) * static_cast<double>(shifted);
+      s[3] += static_cast<double>(expf(shifted));
+    }
+    block_sums<4>(s, buf);
+    const double denom = s[3];
+    const double loss = __dmul_rn(s[1], log(denom)) - s[2];
+    const double inv_denom = 1.0 / denom;
+
+    double e[2] = {0.0, 0.0};  // squared, absolute
+    for (int j = tid; j < cols; j += kRowThreads) {
+      const double p = __dmul_rn(static_cast<double>(expf(z[j] - shift)), inv_denom);
+      const double diff = p - static_cast<double>(t[j]);
+      e[0] += __dmul_rn(diff, diff);
+      e[1] += fabs(diff);
+      dz[j] = static_cast<float>(diff * static_cast<double>(grad_scale));
+    }
+    block_sums<2>(e, buf);
+    if (tid == 0) {
+      double* r = rows + static_cast<size_t>(i) * kStats;
+      r[cpu::kLossSum] = loss;
+      r[cpu::kCorrect] = arg_z == arg_t ? 1.0 : 0.0;
+      r[cpu::kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
+      r[cpu::kSquaredError] = e[0] / static_cast<double>(cols);
+      r[cpu::kAbsoluteError] = e[1] / static_cast<double>(cols);
+    }
+  }
+}
+
+__global__ void sigmoid_bce_rows(int n, int cols, const float* logits, const float* __restrict__ targets,
+                                 double scale, float* dlogits, double* __restrict__ rows) {
+  __shared__ ArgMax sz[kRowThreads];
+  __shared__ ArgMax st[kRowThreads];
+  __shared__ double buf[4][kRowThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int i = static_cast<int>(blockIdx.x); i < n; i += static_cast<int>(gridDim.x)) {
+    const float* z = logits + static_cast<size_t>(i) * cols;
+    const float* t = targets + static_cast<size_t>(i) * cols;
+    float* dz = dlogits + static_cast<size_t>(i) * cols;
+    int arg_z = 0;
+    int arg_t = 0;
+    row_argmaxes(z, t, cols, sz, st, arg_z, arg_t);
+    const float target_logit = z[arg_t];
+    // Every thread holds target_logit before any dz is written (dz may alias z).
+    __syncthreads();
+
+    double s[4] = {0.0, 0.0, 0.0, 0.0};  // above, row loss, squared, absolute
+    for (int j = tid; j < cols; j += kRowThreads) {
+      const float zj = z[j];
+      s[0] += zj > target_logit ? 1.0 : 0.0;
+      const double x = zj;
+      const double y = t[j];
+      // std::max(x, 0.0) is "x < 0 ? 0 : x", which keeps a NaN (fmax would drop it).
+      const double relu = x < 0.0 ? 0.0 : x;
+      s[1] += relu - __dmul_rn(x, y) + log1p(exp(-fabs(x)));
+      const double p = x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+      const double diff = p - y;
+      s[2] += __dmul_rn(diff, diff);
+      s[3] += fabs(diff);
+      dz[j] = static_cast<float>(diff * scale);
+    }
+    block_sums<4>(s, buf);
+    if (tid == 0) {
+      double* r = rows + static_cast<size_t>(i) * kStats;
+      r[cpu::kLossSum] = s[1] / static_cast<double>(cols);
+      r[cpu::kCorrect] = arg_z == arg_t ? 1.0 : 0.0;
+      r[cpu::kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
+      r[cpu::kSquaredError] = s[2] / static_cast<double>(cols);
+      r[cpu::kAbsoluteError] = s[3] / static_cast<double>(cols);
+    }
+  }
+}
+
+// stats[k] = the rows' metric k added in row order (0 for no rows), rounded once to float.
+__global__ void loss_stats_sum(int n, const double* __restrict__ rows, float* __restrict__ stats) {
+  const int k = static_cast<int>(threadIdx.x);
+  if (k >= kStats) return;
+  double acc = 0.0;
+  for (int i = 0; i < n; ++i) acc += rows[static_cast<size_t>(i) * kStats + k];
+  stats[k] = static_cast<float>(acc);
+}
+
+unsigned row_blocks(int n) { return static_cast<unsigned>(n < static_cast<int>(kMaxBlocks) ? n : kMaxBlocks); }
+
+}  // namespace
+
+void softmax_fwd(int n, int c, std::size_t plane, const float* x, float* y, cudaStream_t stream) {
+  if (n <= 0 || c <= 0 || plane == 0) return;
+  const size_t columns = static_cast<size_t>(n) * plane;
+  if (block_per_column(c, plane)) {
+    softmax_fwd_block_per_column<<<column_blocks(columns), kColumnThreads, 0, stream>>>(n, c, plane, x, y);
+  } else {
+    softmax_fwd_thread_per_column<<<blocks_for(columns), kThreads, 0, stream>>>(n, c, plane, x, y);
+  }
+}
+
+void softmax_bwd_data(int n, int c, std::size_t plane, const float* y, const float* dy, float* dx,
+                      cudaStream_t stream) {
+  if (n <= 0 || c <= 0 || plane == 0) return;
+  const size_t columns = static_cast<size_t>(n) * plane;
+  if (block_per_column(c, plane)) {
+    softmax_bwd_data_block_per_column<<<column_blocks(columns), kColumnThreads, 0, stream>>>(n, c, plane, y, dy,
+                                                                                             dx);
+  } else {
+    softmax_bwd_data_thread_per_column<<<blocks_for(columns), kThreads, 0, stream>>>(n, c, plane, y, dy, dx);
+  }
+}
+
+std::size_t loss_scratch_bytes(int n) { return static_cast<size_t>(n > 0 ? n : 1) * kStats * sizeof(double); }
+
+void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
+                          float* dlogits, float* stats, void* scratch, cudaStream_t stream) {
+  auto* rows = static_cast<double*>(scratch);
+  const int used = classes > 0 && n > 0 ? n : 0;
+  if (used > 0) {
+    softmax_xent_rows<<<row_blocks(used), kRowThreads, 0, stream>>>(used, classes, logits, targets, grad_scale,
+                                                                     dlogits, rows);
+  }
+  loss_stats_sum<<<1, 32, 0, stream>>>(used, rows, stats);
+}
+
+void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
+                         float* dlogits, float* stats, void* scratch, cudaStream_t stream) {
+  auto* rows = static_cast<double*>(scratch);
+  const int used = classes > 0 && n > 0 ? n : 0;
+  // As the CPU: grad_scale / classes in double.
+  const double scale = static_cast<double>(grad_scale) / static_cast<double>(classes > 0 ? classes : 1);
+  if (used > 0) {
+    sigmoid_bce_rows<<<row_blocks(used), kRowThreads, 0, stream>>>(used, classes, logits, targets, scale, dlogits,
+                                                                    rows);
+  }
+  loss_stats_sum<<<1, 32, 0, stream>>>(used, rows, stats);
+}
+
+}  // namespace dtnn::kernels::cuda
