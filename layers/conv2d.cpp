@@ -6,6 +6,7 @@
 #include "codelets/conv2d.hpp"
 #include "codelets/relu.hpp"
 #include "layers/init.hpp"
+#include "runtime/codelet.hpp"
 #include "runtime/errors.hpp"
 
 namespace dtnn {
@@ -76,6 +77,10 @@ void Conv2d::set_variant(ConvVariant v) {
 }
 
 codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x) {
+  // Only tasks on CPU workers use the CPU algorithm: on GPUs alone (--device cuda) there is nothing to time.
+  if (options_.variant_ == ConvVariant::kAuto && !decided_ && runtime::task_device() == runtime::Device::kCuda) {
+    return algorithm_;
+  }
   if (options_.variant_ == ConvVariant::kAuto && !decided_) {
     kernels::cpu::Conv2dShape s = shape_;
     s.n = static_cast<int>(x.tile_range(0).count);
