@@ -17,7 +17,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/gpu-bundle/bin" "$stage/gpu-bundle/lib"
 cp "$build/bin/dtnn" "$build/bin/test_cuda" "$stage/gpu-bundle/bin/"
 # The C runtime, the compiler's runtime and CUDA's libraries come from the GPU machine itself.
-skip='^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvidia|libnvrtc|libcusparse)'
+skip='^(linux-vdso|libc\.|libm\.|libdl\.|libpthread\.|librt\.|ld-linux|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvidia|libnvrtc|libnvJitLink|libcusparse|libresolv|libnss_|libutil\.|libanl\.|libcrypt\.)'
 for b in dtnn test_cuda; do
   ldd "$build/bin/$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
     if ! [[ "$name" =~ $skip ]]; then
