@@ -39,6 +39,12 @@ struct PassContext {
   int priority = 0;        // base priority of the pass's tasks
   std::int64_t step = 0;   // global training step, for per-step randomness (dropout masks)
   const BatchSync* sync = nullptr;  // set in data-parallel training with synchronised BatchNorm
+  // Backward only: the i-th top-level layer's tasks get priority + i * layer_priority_stride. With a stride of 2
+  // (the data gradient of a layer takes its base + 1), a layer's weight gradients and tile sums outrank the data
+  // gradient of the layer below it: gradients become final layer by layer, from the last, so that their
+  // reductions across ranks start while the backward pass goes on. 0: every layer at the same priority (the data
+  // gradients, the critical path, first).
+  int layer_priority_stride = 0;
 };
 
 // A tensor that is state but not trained (BatchNorm's running statistics), saved in checkpoints.

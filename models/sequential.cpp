@@ -164,7 +164,9 @@ void Sequential::forward(std::vector<Tensor>& acts, const PassContext& ctx) {
 void Sequential::backward(std::vector<Tensor>& acts, std::vector<Tensor>& grads, const PassContext& ctx,
                           const std::function<void(Layer&)>& on_layer_done) {
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    layers_[i]->backward(acts[i], acts[i + 1], grads[i + 1], i > 0 ? &grads[i] : nullptr, ctx);
+    PassContext layer_ctx = ctx;
+    layer_ctx.priority += ctx.layer_priority_stride * static_cast<int>(i);
+    layers_[i]->backward(acts[i], acts[i + 1], grads[i + 1], i > 0 ? &grads[i] : nullptr, layer_ctx);
     if (on_layer_done) {
       on_layer_done(*layers_[i]);
     }

@@ -292,6 +292,7 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       }
       BatchSync sync;
       PassContext ctx{1, 0, global_step};
+      if (dp.reducer != nullptr) ctx.layer_priority_stride = 2;
       if (dp.sync_batchnorm && world > 1) {
         sync.reducer = dp.reducer;
         for (const TileRange& r : split_rows(global_rows, world)) sync.rows_per_rank.push_back(r.count);

@@ -38,6 +38,7 @@ void on_task_end(void* arg) {
   e.worker = task->profiling_info->workerid;
   e.start_us = starpu_timing_timespec_to_us(&task->profiling_info->start_time);
   e.end_us = starpu_timing_timespec_to_us(&task->profiling_info->end_time);
+  e.priority = task->priority;
   std::lock_guard lock(g_mutex);
   g_events.push_back(std::move(e));
 }
@@ -97,7 +98,7 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
   nlohmann::json trace_events = nlohmann::json::array();
   std::vector<int> workers;
   for (const TraceEvent& e : events) {
-    nlohmann::json args = {{"flops", e.flops}, {"codelet", e.codelet}};
+    nlohmann::json args = {{"flops", e.flops}, {"codelet", e.codelet}, {"priority", e.priority}};
     if (e.tile >= 0) {
       args["tile"] = e.tile;
     }

@@ -20,6 +20,7 @@ struct TraceEvent {
   int worker = -1;
   double start_us = 0.0;
   double end_us = 0.0;
+  int priority = 0;  // the task's scheduling priority (0 for work that is not a task)
 };
 
 class Tracer {

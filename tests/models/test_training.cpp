@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -15,7 +16,9 @@
 #include "layers/simple.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
+#include "runtime/engine.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/trace.hpp"
 
 namespace dtnn {
 namespace {
@@ -262,6 +265,57 @@ INSTANTIATE_TEST_SUITE_P(TilesAndBatches, TaskGraphStepTest,
                            return "batch" + std::to_string(info.param.batch) + "_tiles" +
                                   std::to_string(info.param.tiles);
                          });
+
+// Data-parallel training orders the backward pass layer by layer (PassContext::layer_priority_stride): the
+// weight gradients and tile sums of a layer outrank every data gradient of the layers below it, so each gradient is
+// final, and its reduction across ranks can start, while the backward pass goes on.
+TEST(BackwardPriorityTest, LayerStrideRanksWeightGradientsAboveTheDataGradientsBelow) {
+  Sequential model = small_cnn();
+  model.build({2, 10, 10}, 3);
+  std::vector<Tensor> acts;
+  std::vector<Tensor> grads;
+  model.allocate(4, 2, acts, &grads);
+  std::vector<float> x(static_cast<std::size_t>(acts[0].numel()));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  acts[0].copy_from(x);
+  grads.back().fill(0.25f);
+  runtime::Tracer::start();
+  PassContext ctx{1, 0, 0};
+  ctx.layer_priority_stride = 2;
+  model.forward(acts, ctx);
+  model.backward(acts, grads, ctx, nullptr);
+  runtime::Engine::current()->wait_all();
+  runtime::Tracer::stop();
+
+  // Per layer index: the lowest priority of its weight-gradient tasks and the highest of its data-gradient tasks.
+  std::map<int, int> weights_min;
+  std::map<int, int> data_max;
+  for (const runtime::TraceEvent& e : runtime::Tracer::events()) {
+    const auto colon = e.name.find(':');
+    const std::string pass = e.name.substr(colon + 1);
+    const int layer = std::stoi(e.name.substr(0, e.name.find_first_of(".:")));
+    if (pass == "bwd_weights" || pass == "tile_sum") {
+      weights_min[layer] = std::min(weights_min.count(layer) ? weights_min[layer] : INT_MAX, e.priority);
+    } else if (pass == "bwd_data") {
+      data_max[layer] = std::max(data_max.count(layer) ? data_max[layer] : INT_MIN, e.priority);
+    }
+  }
+  EXPECT_EQ(weights_min.size(), 4U);  // two convolutions, two dense layers
+  EXPECT_GE(data_max.size(), 6U);
+  for (const auto& [layer, low] : weights_min) {
+    for (const auto& [below, high] : data_max) {
+      if (below < layer) {
+        EXPECT_GT(low, high) << "weight gradient of layer " << layer << " against data gradient of layer " << below;
+      }
+    }
+  }
+  // The data gradient still goes before the weight gradient of its own layer (the critical path).
+  for (const auto& [layer, low] : weights_min) {
+    if (data_max.count(layer)) {
+      EXPECT_GT(data_max[layer], low) << layer;
+    }
+  }
+}
 
 TEST(FitTest, ShortLastBatchAndTwoEpochsAreCounted) {
   const io::Dataset data = io::synthetic_dataset(21, 2, 10, 10, 3, 3);
