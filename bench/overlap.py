@@ -6,7 +6,13 @@ For each model, both modes train a few steps (after a warm-up epoch) with the tr
 computes the fraction of allreduce time during which a worker of that rank was computing (hidden behind
 computation), and it reports the step time of each mode.
 
+Two transports of Open MPI's shared memory, chosen with OMPI_MCA_btl_vader_single_copy_mechanism: "single-copy"
+(cma, Open MPI's default: the receiver reads the sender's memory, the copy costs CPU time on this machine's cores)
+and "two-copy" (none: fragments through a shared buffer, paced by how often the communication thread tests the
+request, like a slower network).
+
   bench/overlap.py [--models vgg16_cifar10,resnet18_cifar10] [--batch 32] [--steps 6] [--runs 3] [--bucket-mb 25]
+                   [--transports single-copy,two-copy]
 """
 import argparse
 import json
@@ -44,14 +50,17 @@ def hidden_fraction(trace_file, t_from):
     return covered / total if total > 0 else float("nan"), total / 1e3, len(comm)
 
 
-def run(exe, model, mode, batch, steps, bucket_mb, tmp):
+TRANSPORTS = {"single-copy": "cma", "two-copy": "none"}
+
+
+def run(exe, model, mode, batch, steps, bucket_mb, transport, tmp):
     trace = os.path.join(tmp, f"{model}-{mode}.json")
     report = os.path.join(tmp, f"{model}-{mode}-report.json")
     cmd = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", exe, "benchmark", "--model", model,
            "--batch-size", str(batch), "--epochs", "2", "--steps-per-epoch", str(steps), "--workers", "1",
            "--tiles", "2", "--allreduce", mode, "--bucket-mb", str(bucket_mb), "--trace", trace, "--report", report,
            "--quiet"]
-    env = dict(os.environ, STARPU_SILENT="1", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    env = dict(os.environ, STARPU_SILENT="1", OMPI_MCA_btl_vader_single_copy_mechanism=TRANSPORTS[transport])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     with open(report) as f:
         doc = json.load(f)
@@ -77,31 +86,38 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--bucket-mb", type=float, default=25.0)
+    ap.add_argument("--transports", default="single-copy,two-copy")
     ap.add_argument("--dtnn", default=os.path.join(HERE, "..", "build", "bin", "dtnn"))
     a = ap.parse_args()
+    transports = a.transports.split(",")
+    for t in transports:
+        if t not in TRANSPORTS:
+            sys.exit(f"--transports: {t!r}, expected some of {','.join(TRANSPORTS)}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for model in a.models.split(","):
-            for mode in ("blocking", "overlapped"):
-                steps, hidden, comm_ms = [], [], []
-                for _ in range(a.runs):
-                    step_ms, fr = run(a.dtnn, model, mode, a.batch, a.steps, a.bucket_mb, tmp)
-                    steps.append(step_ms)
-                    hidden.append(statistics.mean(f[0] for f in fr))
-                    comm_ms.append(statistics.mean(f[1] for f in fr))
-                rows.append((model, mode, statistics.median(steps), statistics.median(hidden),
-                             statistics.median(comm_ms)))
-                print(f"{model:18} {mode:10} step {rows[-1][2]:8.1f} ms  allreduce {rows[-1][4]:7.1f} ms/epoch-half  "
-                      f"hidden {100 * rows[-1][3]:5.1f}%", flush=True)
+        for transport in transports:
+            for model in a.models.split(","):
+                for mode in ("blocking", "overlapped"):
+                    steps, hidden, comm_ms = [], [], []
+                    for _ in range(a.runs):
+                        step_ms, fr = run(a.dtnn, model, mode, a.batch, a.steps, a.bucket_mb, transport, tmp)
+                        steps.append(step_ms)
+                        hidden.append(statistics.mean(f[0] for f in fr))
+                        comm_ms.append(statistics.mean(f[1] for f in fr) / max(1, statistics.mean(f[2] for f in fr)))
+                    rows.append((transport, model, mode, statistics.median(steps), statistics.median(hidden),
+                                 statistics.median(comm_ms)))
+                    print(f"{transport:11} {model:18} {mode:10} step {rows[-1][3]:8.1f} ms  "
+                          f"allreduce {rows[-1][5]:6.1f} ms per reduction  hidden {100 * rows[-1][4]:5.1f}%", flush=True)
     print(f"\n2 ranks x 1 worker, batch {a.batch} per rank, {a.steps} timed steps, bucket {a.bucket_mb} MiB, "
           f"medians of {a.runs} runs")
-    print(f"{'model':18} {'mode':10} {'step ms':>9} {'allreduce hidden':>17}")
-    for model, mode, step, hidden, _ in rows:
-        print(f"{model:18} {mode:10} {step:9.1f} {100 * hidden:16.1f}%")
-    for model in a.models.split(","):
-        b = next(r for r in rows if r[0] == model and r[1] == "blocking")
-        o = next(r for r in rows if r[0] == model and r[1] == "overlapped")
-        print(f"{model}: overlapped / blocking step time = {o[2] / b[2]:.3f}")
+    print(f"{'transport':11} {'model':18} {'mode':10} {'step ms':>9} {'ms/reduction':>13} {'hidden':>7} "
+          f"{'overlapped/blocking':>20}")
+    for transport, model, mode, step, hidden, comm in rows:
+        ratio = ""
+        if mode == "overlapped":
+            b = next(r for r in rows if r[:3] == (transport, model, "blocking"))
+            ratio = f"{step / b[3]:.3f}"
+        print(f"{transport:11} {model:18} {mode:10} {step:9.1f} {comm:13.1f} {100 * hidden:6.1f}% {ratio:>20}")
 
 
 if __name__ == "__main__":

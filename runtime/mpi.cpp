@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/mpi.hpp"
 
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +17,22 @@ namespace dtnn::runtime {
 namespace {
 
 const Mpi* g_current = nullptr;
+
+// Open MPI's shared-memory transport moves a large message between the ranks of a node with one
+// process_vm_readv (CMA): measured here on resnet18_cifar10's 33 MB gradient bucket, 49 ms against 250 ms for the
+// two-copy fallback. A container whose seccomp filter forbids that call makes Open MPI fail at the first large
+// message instead; there, ask Open MPI for the fallback, unless the user chose a mechanism. Reading one's own memory
+// is always allowed by the kernel's ptrace rules, so a failure here is the filter (Open MPI checks Yama itself).
+void prefer_a_working_single_copy() {
+  if (std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism") != nullptr) return;
+  int probe = 42;
+  int copy = 0;
+  iovec local{&copy, sizeof copy};
+  iovec remote{&probe, sizeof probe};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(sizeof probe) || copy != probe) {
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+  }
+}
 
 }  // namespace
 
@@ -43,6 +62,7 @@ Mpi::Mpi(int timeout_s) : timeout_s_(timeout_s) {
     g_current = this;
     return;
   }
+  prefer_a_working_single_copy();
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     throw RuntimeError("MPI: MPI_Init_thread failed");
