@@ -104,6 +104,7 @@ struct TrainArgs : RunArgs {
   std::string allreduce = "overlapped";
   std::string allreduce_backend = "auto";
   double bucket_mb = 25.0;
+  int tail_buckets = 1;
   int mpi_timeout = 300;
   int drop_last = 0;
   int sync_bn = 0;
@@ -340,11 +341,10 @@ int run_train(TrainArgs a, int benchmark) {
     // Everything that must agree for the ranks to train one model together.
     const std::string options = fmt::format(
         "model={} dataset={} train={} test={} batch={} epochs={} steps={} optimizer={} lr={} seed={} drop_last={} "
-        "allreduce={} allreduce_backend={} conv={} loss={} sync_bn={}",
+        "allreduce={} allreduce_backend={} bucket_mb={} tail_buckets={} conv={} loss={} sync_bn={}",
         a.model, data.train.name, data.train.size(), data.test.size(), a.batch_size, a.epochs, a.steps_per_epoch,
         optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.allreduce_backend,
-        a.conv, a.loss,
-        a.sync_bn);
+        a.bucket_mb, a.tail_buckets, a.conv, a.loss, a.sync_bn);
     try {
       dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
     } catch (const InvalidArgument& e) {
@@ -368,6 +368,7 @@ int run_train(TrainArgs a, int benchmark) {
                  .mode(a.allreduce == "blocking" ? dtnn::runtime::AllreduceMode::kBlocking
                                                  : dtnn::runtime::AllreduceMode::kOverlapped)
                  .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024))
+                 .tail_buckets(a.tail_buckets)
                  .backend(nccl ? dtnn::runtime::AllreduceBackend::kNccl : dtnn::runtime::AllreduceBackend::kMpi)
                  .cuda_device(engine.cuda_workers() > 0 ? dtnn::runtime::local_rank() % std::max(1, dtnn::runtime::cuda_device_count()) : 0));
   }
@@ -678,6 +679,11 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
       ->capture_default_str();
   app->add_option("--bucket-mb", a.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--tail-buckets", a.tail_buckets,
+                  "1: a bucket also closes at a layer boundary once it holds as much as the gradients still to come, "
+                  "so the step's last reduction is small; 0: buckets close on size only (as DDP)")
+      ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
   app->add_option("--mpi-timeout", a.mpi_timeout,
                   "seconds a rank waits for the others before aborting the job (a rank died or hangs)")

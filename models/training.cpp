@@ -247,6 +247,10 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
   codelets::Augmentation augmentation{o.augment_, o.seed_, 0, train.channels, train.height, train.width};
 
   StepGraph graph(model, o.tiles_, 1);
+  std::size_t parameter_elements = 0;
+  for (const NamedParameter& p : model.named_parameters()) {
+    parameter_elements += static_cast<std::size_t>(p.parameter->value.numel());
+  }
   std::deque<Slot*> in_flight;
   ProgressLine progress;
   History history;
@@ -311,8 +315,10 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
         for (const NamedParameter& p : waiting) optimizer.submit_update(*p.parameter, p.name, ctx.priority);
         waiting.clear();
       };
+      std::size_t to_come = parameter_elements;  // gradient elements of the layers whose backward is still to come
       model.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
         for (const NamedParameter& p : named_parameters(layer)) {
+          to_come -= static_cast<std::size_t>(p.parameter->grad.numel());
           if (dp.reducer != nullptr && p.parameter->reduced_over_ranks) {
             // Already summed over the ranks (synchronised BatchNorm): its update needs no bucket.
             optimizer.submit_update(*p.parameter, p.name, ctx.priority);
@@ -322,6 +328,9 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
           if (dp.reducer == nullptr || dp.reducer->add(p.parameter->grad, p.name)) {
             submit_updates();
           }
+        }
+        if (dp.reducer != nullptr && dp.reducer->layer_boundary(to_come)) {
+          submit_updates();
         }
       });
       if (dp.reducer != nullptr) {

@@ -136,6 +136,11 @@ int GradientReducer::flush() {
   return 1;
 }
 
+int GradientReducer::layer_boundary(std::size_t elements_to_come) {
+  if (options_.tail_buckets_ == 0 || !open_ || open_->count < elements_to_come) return 0;
+  return flush();
+}
+
 void GradientReducer::end_step() {
   flush();
   {

@@ -41,8 +41,13 @@ struct ReducerOptions {
   ReducerOptions& backend(AllreduceBackend b) { backend_ = b; return *this; }
   ReducerOptions& cuda_device(int d) { cuda_device_ = d; return *this; }
   ReducerOptions& bucket_bytes(std::size_t b) { bucket_bytes_ = b; return *this; }
+  ReducerOptions& tail_buckets(int on) { tail_buckets_ = on; return *this; }
   AllreduceMode mode_ = AllreduceMode::kOverlapped;
   std::size_t bucket_bytes_ = std::size_t{25} << 20;  // PyTorch DDP's default bucket
+  // 1: a bucket also closes at a layer boundary once it holds at least as much as the gradients still to come in
+  // the step (layer_boundary), so buckets shrink towards the first layers and the step's last reduction, which no
+  // backward computation is left to hide, is small. 0: buckets close on size only (as DDP).
+  int tail_buckets_ = 1;
   AllreduceBackend backend_ = AllreduceBackend::kMpi;
   int cuda_device_ = 0;  // kNccl: the CUDA device of this rank's worker
 };
@@ -59,6 +64,9 @@ class GradientReducer {
   int add(Tensor& grad, const std::string& name);
   // Closes the open bucket (end of the backward pass); returns 1 when it held gradients.
   int flush();
+  // The driver finished adding one layer's gradients; elements_to_come of the step's gradients remain to be added.
+  // With tail_buckets, closes the open bucket when it holds at least that many; returns 1 when it closed one.
+  int layer_boundary(std::size_t elements_to_come);
   // Marks the end of a step's gradients (the blocking mode starts the step's reductions then).
   void end_step();
   // Waits until every reduction submitted so far has completed.

@@ -172,6 +172,30 @@ double worst_difference(const std::vector<std::vector<float>>& a, const std::vec
   return worst;
 }
 
+// Tail buckets: at a layer boundary the open bucket closes once it holds at least the elements still to come, so
+// the buckets shrink towards the first layers; without them only the size closes a bucket.
+TEST(DataParallelTest, TailBucketsCloseWhenTheRestOfTheStepIsSmaller) {
+  for (const int tail : {1, 0}) {
+    runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions().bucket_bytes(1 << 20).tail_buckets(tail));
+    std::vector<Tensor> grads;
+    for (const std::int64_t n : {1000, 300, 200, 100}) grads.emplace_back(Shape{n});
+    for (auto& g : grads) g.fill(static_cast<float>(g_mpi->rank() + 1));
+    EXPECT_EQ(reducer.add(grads[0], "a"), 0);
+    EXPECT_EQ(reducer.layer_boundary(600), tail) << "1000 elements in the bucket, 600 to come";
+    EXPECT_EQ(reducer.add(grads[1], "b"), 0);
+    EXPECT_EQ(reducer.layer_boundary(300), tail) << "300 in the bucket, 300 to come";
+    EXPECT_EQ(reducer.add(grads[2], "c"), 0);
+    EXPECT_EQ(reducer.layer_boundary(100), tail) << "200 in the bucket, 100 to come";
+    EXPECT_EQ(reducer.add(grads[3], "d"), 0);
+    EXPECT_EQ(reducer.layer_boundary(150), 0) << "100 in the bucket, 150 to come";
+    reducer.end_step();
+    reducer.wait_idle();
+    for (auto& g : grads) {
+      for (const float v : g.to_vector()) ASSERT_EQ(v, 3.0f) << "tail " << tail;  // 1 + 2 over the two ranks
+    }
+  }
+}
+
 TEST(DataParallelTest, SynchronisedBatchNormEqualsOneRankWithTheGlobalBatch) {
   const io::Dataset data = io::synthetic_dataset(200, 1, 12, 12, 5, 31);
   const std::int64_t batch = 8;

@@ -180,6 +180,17 @@ TEST(CliMpiTest, ModelThatDiffersOnOneRankIsAClearErrorOnBoth) {
   EXPECT_NE(r.output.find(message, first + 1), std::string::npos) << "expected the error on both ranks\n" << r.output;
 }
 
+// Ranks that bucket their gradients differently would start reductions of different sizes: refused at start.
+TEST(CliMpiTest, BucketSizeThatDiffersOnOneRankIsAClearErrorOnBoth) {
+  const CliRun r = mpirun("-np 1 " + exe() + " " + kMpiRun + " : -np 1 " + exe() + " " + kMpiRun +
+                          " --bucket-mb 1");
+  EXPECT_NE(r.status, 0) << r.output;
+  const std::string message = "rank 1 (hash";
+  const auto first = r.output.find(message);
+  ASSERT_NE(first, std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(message, first + 1), std::string::npos) << "expected the error on both ranks\n" << r.output;
+}
+
 TEST(CliMpiTest, KilledRankEndsTheJobWithAnError) {
   const auto start = std::chrono::steady_clock::now();
   const CliRun r = mpirun("-np 2 " + exe() + " " + kMpiRun + " --mpi-timeout 20 --fail-rank 1 --fail-step 5");
