@@ -22,7 +22,8 @@ const Mpi* g_current = nullptr;
 // process_vm_readv (CMA): measured here on resnet18_cifar10's 33 MB gradient bucket, 49 ms against 250 ms for the
 // two-copy fallback. A container whose seccomp filter forbids that call makes Open MPI fail at the first large
 // message instead; there, ask Open MPI for the fallback, unless the user chose a mechanism. Reading one's own memory
-// is always allowed by the kernel's ptrace rules, so a failure here is the filter (Open MPI checks Yama itself).
+// is always allowed by the kernel's ptrace rules, so a failure here is the filter; restrictions between processes
+// (Yama's ptrace_scope) are not seen by this probe.
 void prefer_a_working_single_copy() {
   if (std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism") != nullptr) return;
   int probe = 42;
