@@ -33,7 +33,7 @@
 
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/kernels.hpp"
-#include "runtime/cpu_features.hpp"
+#include "core/cpu_features.hpp"
 
 #if DTNN_HAVE_ONEDNN
 #include <dnnl.hpp>
@@ -44,7 +44,7 @@
 
 namespace {
 
-using dtnn::kernels::cpu::Conv2dShape;
+using dtnn::Conv2dShape;
 namespace k = dtnn::kernels::cpu;
 
 // Same choice as dtnn::runtime::configure_blis (this program links only the kernels): BLIS 0.9 does not know
@@ -55,7 +55,7 @@ std::string configure_single_core() {
   const char* user = std::getenv("BLIS_ARCH_TYPE");
   if (user != nullptr && *user != '\0') {
     reason = fmt::format("BLIS_ARCH_TYPE={} from the environment", user);
-  } else if (dtnn::runtime::cpu_has_avx512()) {
+  } else if (dtnn::cpu_has_avx512()) {
     setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 1);
     reason = "AVX-512 CPU: skx forced";
   }

@@ -11,7 +11,7 @@
 namespace dtnn::codelets {
 namespace {
 
-using kernels::cpu::Pool2dShape;
+using Pool2dShape;
 
 struct AvgPoolArgs {
   Pool2dShape shape;

@@ -8,9 +8,9 @@
 namespace dtnn::codelets {
 
 // count_include_pad: see kernels::cpu::avgpool2d_fwd.
-void submit_avgpool2d_fwd(const TaskTag& tag, const kernels::cpu::Pool2dShape& shape, int count_include_pad,
+void submit_avgpool2d_fwd(const TaskTag& tag, const Pool2dShape& shape, int count_include_pad,
                           const Tensor& x, Tensor& y, int tile);
-void submit_avgpool2d_bwd_data(const TaskTag& tag, const kernels::cpu::Pool2dShape& shape, int count_include_pad,
+void submit_avgpool2d_bwd_data(const TaskTag& tag, const Pool2dShape& shape, int count_include_pad,
                                const Tensor& dy, Tensor& dx, int tile);
 
 }  // namespace dtnn::codelets

@@ -371,7 +371,7 @@ void submit_batch_norm_sqdev_sums(const TaskTag& tag, int channels, const Tensor
                        {rd(x.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))}, a);
 }
 
-void submit_batch_norm_var(const TaskTag& tag, const kernels::cpu::BatchNormUpdate& update, const Tensor& partials,
+void submit_batch_norm_var(const TaskTag& tag, const BatchNormUpdate& update, const Tensor& partials,
                            Tensor& acc, Tensor& stats, Tensor& running_mean, Tensor& running_var, Tensor& batches) {
   const int c = static_cast<int>(partials.row_elements());
   check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(c));

@@ -25,7 +25,7 @@ void submit_batch_norm_mean(const TaskTag& tag, double count, const Tensor& part
 void submit_batch_norm_sqdev_sums(const TaskTag& tag, int channels, const Tensor& x, const Tensor& stats,
                                   Tensor& partials, int tile);
 // stats row 1 = invstd of the biased variance; updates the running statistics and adds 1 to batches[0].
-void submit_batch_norm_var(const TaskTag& tag, const kernels::cpu::BatchNormUpdate& update, const Tensor& partials,
+void submit_batch_norm_var(const TaskTag& tag, const BatchNormUpdate& update, const Tensor& partials,
                            Tensor& acc, Tensor& stats, Tensor& running_mean, Tensor& running_var, Tensor& batches);
 // y[tile] = (x - mean) * invstd * gamma + beta; gamma and beta are both given or both null.
 void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, const Tensor& stats,

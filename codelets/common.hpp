@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "runtime/codelet.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/tensor.hpp"
 
 namespace dtnn::codelets {

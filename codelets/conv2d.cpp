@@ -19,7 +19,7 @@
 namespace dtnn::codelets {
 namespace {
 
-using kernels::cpu::Conv2dShape;
+using Conv2dShape;
 
 struct ConvArgs {
   Conv2dShape shape;

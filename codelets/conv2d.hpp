@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Conv2d tasks, one per batch tile. x [n, c, h, w], weights [k, c/groups, r, s], bias [k] (optional).
-// The geometry comes as a kernels::cpu::Conv2dShape whose n is ignored (each task uses its tile's rows).
+// The geometry comes as a Conv2dShape whose n is ignored (each task uses its tile's rows).
 // Each algorithm has codelets of its own ("conv2d_fwd_convgemm", "conv2d_fwd_im2col", ...), so that traces
 // and StarPU's performance models tell them apart.
 #pragma once
@@ -19,17 +19,17 @@ const char* to_string(ConvAlgorithm a);
 
 // y = conv(x, w) + b, followed by ReLU in the same task when relu != 0 (convgemm applies it in the GEMM
 // epilogue; im2col in a pass over the tile's output).
-void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const kernels::cpu::Conv2dShape& shape,
+void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
                        const Tensor& x, const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile);
-void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const kernels::cpu::Conv2dShape& shape,
+void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
                             const Tensor& dy, const Tensor& w, Tensor& dx, int tile);
 // dw_tiles [tiles, k, c/groups, r, s] and db_tiles [tiles, k] (nullable) hold one partial gradient per tile.
-void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const kernels::cpu::Conv2dShape& shape,
+void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
                                const Tensor& x, const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile);
 
 // Runs one forward and both backward passes of each algorithm on random data of the given geometry on this
 // thread and returns the fastest (PyDTNN's BestOf, forward and backward together). Results are cached per
 // geometry, so layers of the same shape are timed once.
-ConvAlgorithm fastest_conv_algorithm(const kernels::cpu::Conv2dShape& shape);
+ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& shape);
 
 }  // namespace dtnn::codelets

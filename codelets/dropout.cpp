@@ -12,7 +12,7 @@ namespace dtnn::codelets {
 namespace {
 
 struct DropoutArgs {
-  kernels::cpu::DropoutParams params;
+  DropoutParams params;
   std::int64_t first_row;
   std::uint64_t row_elements;
   int rows;

@@ -51,9 +51,9 @@ void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits
                          float grad_scale, Tensor& dlogits, Tensor& stats, int tile) {
   check_same_tiling(tag, logits, targets);
   check_same_tiling(tag, logits, dlogits);
-  if (stats.tiles() != logits.tiles() || stats.row_elements() != kernels::cpu::kLossStats) {
+  if (stats.tiles() != logits.tiles() || stats.row_elements() != kLossStats) {
     throw InvalidArgument(fmt::format("{}: stats {} in {} tiles, expected [{}, {}]", tag.layer, dtnn::to_string(stats.shape()),
-                                      stats.tiles(), logits.tiles(), kernels::cpu::kLossStats));
+                                      stats.tiles(), logits.tiles(), kLossStats));
   }
   const LossArgs a{static_cast<int>(logits.tile_range(tile).count), static_cast<int>(logits.row_elements()),
                    grad_scale};

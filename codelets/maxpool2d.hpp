@@ -7,10 +7,10 @@
 
 namespace dtnn::codelets {
 
-void submit_maxpool2d_fwd(const TaskTag& tag, const kernels::cpu::Pool2dShape& shape, const Tensor& x, Tensor& y,
+void submit_maxpool2d_fwd(const TaskTag& tag, const Pool2dShape& shape, const Tensor& x, Tensor& y,
                           int tile);
 // The winner of each window is found again from x, so the forward pass stores no index.
-void submit_maxpool2d_bwd_data(const TaskTag& tag, const kernels::cpu::Pool2dShape& shape, const Tensor& x,
+void submit_maxpool2d_bwd_data(const TaskTag& tag, const Pool2dShape& shape, const Tensor& x,
                                const Tensor& dy, Tensor& dx, int tile);
 
 }  // namespace dtnn::codelets

@@ -15,17 +15,17 @@ namespace dtnn::codelets {
 namespace {
 
 struct RmspropArgs {
-  kernels::cpu::RmspropParams params;
+  RmspropParams params;
   std::size_t count;
 };
 
 struct AdamArgs {
-  kernels::cpu::AdamParams params;
+  AdamParams params;
   std::size_t count;
 };
 
 struct NadamArgs {
-  kernels::cpu::NadamParams params;
+  NadamParams params;
   std::size_t count;
 };
 
@@ -103,7 +103,7 @@ void check_sizes(const TaskTag& tag, const char* what, const Tensor& weights,
 
 }  // namespace
 
-void submit_rmsprop_update(const TaskTag& tag, const kernels::cpu::RmspropParams& params, Tensor& weights,
+void submit_rmsprop_update(const TaskTag& tag, const RmspropParams& params, Tensor& weights,
                            const Tensor& grad, Tensor& square_avg, Tensor* momentum_buf, Tensor* grad_avg) {
   const int wants_momentum = params.momentum != 0.0f ? 1 : 0;
   const int wants_centered = params.centered != 0 ? 1 : 0;
@@ -128,7 +128,7 @@ void submit_rmsprop_update(const TaskTag& tag, const kernels::cpu::RmspropParams
   runtime::submit_task(cl_rmsprop_update, task_info(tag, "update", -1, flops, name), data, a);
 }
 
-void submit_adam_update(const TaskTag& tag, const kernels::cpu::AdamParams& params, Tensor& weights,
+void submit_adam_update(const TaskTag& tag, const AdamParams& params, Tensor& weights,
                         const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
   check_sizes(tag, "adam", weights, {&grad, &exp_avg, &exp_avg_sq});
   const AdamArgs a{params, static_cast<std::size_t>(weights.numel())};
@@ -138,7 +138,7 @@ void submit_adam_update(const TaskTag& tag, const kernels::cpu::AdamParams& para
                        a);
 }
 
-void submit_nadam_update(const TaskTag& tag, const kernels::cpu::NadamParams& params, Tensor& weights,
+void submit_nadam_update(const TaskTag& tag, const NadamParams& params, Tensor& weights,
                          const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
   check_sizes(tag, "nadam", weights, {&grad, &exp_avg, &exp_avg_sq});
   const NadamArgs a{params, static_cast<std::size_t>(weights.numel())};

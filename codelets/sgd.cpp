@@ -11,7 +11,7 @@ namespace dtnn::codelets {
 namespace {
 
 struct SgdArgs {
-  kernels::cpu::SgdParams params;
+  SgdParams params;
   std::size_t count;
 };
 
@@ -37,7 +37,7 @@ runtime::Codelet cl_sgd_update("sgd_update", runtime::guarded<sgd_update_cpu>,
 
 }  // namespace
 
-void submit_sgd_update(const TaskTag& tag, const kernels::cpu::SgdParams& params, Tensor& weights,
+void submit_sgd_update(const TaskTag& tag, const SgdParams& params, Tensor& weights,
                        const Tensor& grad, Tensor& velocity) {
   if (weights.numel() != grad.numel() || weights.numel() != velocity.numel()) {
     throw InvalidArgument(fmt::format("{}: sgd update of {} with gradient {} and velocity {}, expected equal sizes",

@@ -7,7 +7,7 @@
 
 namespace dtnn::codelets {
 
-void submit_sgd_update(const TaskTag& tag, const kernels::cpu::SgdParams& params, Tensor& weights,
+void submit_sgd_update(const TaskTag& tag, const SgdParams& params, Tensor& weights,
                        const Tensor& grad, Tensor& velocity);
 
 }  // namespace dtnn::codelets

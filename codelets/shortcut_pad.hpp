@@ -8,10 +8,10 @@
 
 namespace dtnn::codelets {
 
-void submit_shortcut_pad_fwd(const TaskTag& tag, const kernels::cpu::ShortcutPadShape& shape, const Tensor& x,
+void submit_shortcut_pad_fwd(const TaskTag& tag, const ShortcutPadShape& shape, const Tensor& x,
                              Tensor& y, int tile);
 // The backward pass reads only dy: the map is linear and its gradient a gather of the kept channels.
-void submit_shortcut_pad_bwd_data(const TaskTag& tag, const kernels::cpu::ShortcutPadShape& shape, const Tensor& dy,
+void submit_shortcut_pad_bwd_data(const TaskTag& tag, const ShortcutPadShape& shape, const Tensor& dy,
                                   Tensor& dx, int tile);
 
 }  // namespace dtnn::codelets

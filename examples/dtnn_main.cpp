@@ -37,7 +37,7 @@
 #include "models/zoo.hpp"
 #include "runtime/allreduce.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/mpi.hpp"
 #include "runtime/text_file.hpp"
 #include "runtime/trace.hpp"

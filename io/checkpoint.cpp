@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 
 #include "io/hdf5.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io {
 namespace {

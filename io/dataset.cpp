@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "io/idx.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io {
 namespace {

@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io::h5 {
 

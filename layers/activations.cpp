@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "codelets/softmax.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 

@@ -9,7 +9,7 @@
 #include "codelets/batch_norm.hpp"
 #include "codelets/copy.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 
@@ -122,7 +122,7 @@ void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   if (ctx.sync != nullptr) {
     ctx.sync->reducer->all_gather(partials, *reduced, ctx.sync->rows_per_rank, name() + ".sqdev");
   }
-  codelets::submit_batch_norm_var(tag, kernels::cpu::BatchNormUpdate{count, options_.eps_, options_.momentum_},
+  codelets::submit_batch_norm_var(tag, BatchNormUpdate{count, options_.eps_, options_.momentum_},
                                   *reduced, acc, stats, running_mean_->value, running_var_->value, batches_->value);
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_batch_norm_fwd(tag, c, x, stats, gamma, beta, y, t);

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "codelets/merge.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

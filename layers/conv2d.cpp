@@ -7,7 +7,7 @@
 #include "codelets/relu.hpp"
 #include "layers/init.hpp"
 #include "runtime/codelet.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 
@@ -82,7 +82,7 @@ codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x) {
     return algorithm_;
   }
   if (options_.variant_ == ConvVariant::kAuto && !decided_) {
-    kernels::cpu::Conv2dShape s = shape_;
+    Conv2dShape s = shape_;
     s.n = static_cast<int>(x.tile_range(0).count);
     algorithm_ = codelets::fastest_conv_algorithm(s);
     decided_ = 1;
@@ -95,7 +95,7 @@ Shape Conv2d::build(const Shape& in) {
   if (in.size() != 3 || in[0] != o.in_) {
     throw InvalidArgument(fmt::format("Conv2d {}: input {}, expected (C={}, H, W)", name(), to_string(in), o.in_));
   }
-  shape_ = kernels::cpu::Conv2dShape{};
+  shape_ = Conv2dShape{};
   shape_.c = o.in_;
   shape_.h = static_cast<int>(in[1]);
   shape_.w = static_cast<int>(in[2]);

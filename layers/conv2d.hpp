@@ -55,7 +55,7 @@ class Conv2d : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const Conv2dOptions& options() const { return options_; }
-  [[nodiscard]] const kernels::cpu::Conv2dShape& geometry() const { return shape_; }
+  [[nodiscard]] const Conv2dShape& geometry() const { return shape_; }
   // The algorithm in use: the chosen one, or the measured best once an auto layer has seen a batch.
   [[nodiscard]] std::string algorithm() const;
   // The variant of every later pass (auto measures again at the next batch).
@@ -70,7 +70,7 @@ class Conv2d : public Layer {
   codelets::ConvAlgorithm resolve(const Tensor& x);
 
   Conv2dOptions options_;
-  kernels::cpu::Conv2dShape shape_;
+  Conv2dShape shape_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   int decided_ = 0;  // an auto layer has measured

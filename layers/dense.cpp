@@ -7,7 +7,7 @@
 
 #include "codelets/dense.hpp"
 #include "layers/init.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 

@@ -5,7 +5,7 @@
 
 #include "codelets/copy.hpp"
 #include "codelets/dropout.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 

@@ -5,7 +5,7 @@
 
 #include "codelets/avgpool2d.hpp"
 #include "codelets/global_avgpool2d.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 
@@ -40,7 +40,7 @@ Shape AvgPool2d::build(const Shape& in) {
     throw InvalidArgument(fmt::format("AvgPool2d {}: input {}, expected (C, H, W)", name(), to_string(in)));
   }
   const auto& p = options_;
-  shape_ = kernels::cpu::Pool2dShape{1, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+  shape_ = Pool2dShape{1, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
                                      p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_, p.pad_h_, p.pad_w_};
   // Compared before dividing: out_h() truncates a negative numerator towards zero and would report 1 row.
   if (in[1] + 2 * p.pad_h_ < p.kernel_h_ || in[2] + 2 * p.pad_w_ < p.kernel_w_) {

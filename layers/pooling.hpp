@@ -33,11 +33,11 @@ class AvgPool2d : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const AvgPool2dOptions& options() const { return options_; }
-  [[nodiscard]] const kernels::cpu::Pool2dShape& geometry() const { return shape_; }
+  [[nodiscard]] const Pool2dShape& geometry() const { return shape_; }
 
  private:
   AvgPool2dOptions options_;
-  kernels::cpu::Pool2dShape shape_;
+  Pool2dShape shape_;
 };
 
 // Mean of every channel's plane: (C, H, W) -> (C, 1, 1), like PyTorch's AdaptiveAvgPool2d(1) (follow it with

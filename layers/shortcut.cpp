@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "codelets/shortcut_pad.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 
@@ -28,7 +28,7 @@ Shape ShortcutPad::build(const Shape& in) {
     throw InvalidArgument(fmt::format("ShortcutPad {}: input {}, expected ({}, H, W)", name(), to_string(in),
                                       options_.in_));
   }
-  shape_ = kernels::cpu::ShortcutPadShape{1, options_.in_, static_cast<int>(in[1]), static_cast<int>(in[2]),
+  shape_ = ShortcutPadShape{1, options_.in_, static_cast<int>(in[1]), static_cast<int>(in[2]),
                                           options_.out_, options_.stride_};
   return record_shapes(in, {options_.out_, shape_.out_h(), shape_.out_w()});
 }

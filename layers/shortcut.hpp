@@ -28,11 +28,11 @@ class ShortcutPad : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const ShortcutPadOptions& options() const { return options_; }
-  [[nodiscard]] const kernels::cpu::ShortcutPadShape& geometry() const { return shape_; }
+  [[nodiscard]] const ShortcutPadShape& geometry() const { return shape_; }
 
  private:
   ShortcutPadOptions options_;
-  kernels::cpu::ShortcutPadShape shape_;
+  ShortcutPadShape shape_;
 };
 
 }  // namespace dtnn

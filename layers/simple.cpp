@@ -6,7 +6,7 @@
 #include "codelets/copy.hpp"
 #include "codelets/maxpool2d.hpp"
 #include "codelets/relu.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 
@@ -50,7 +50,7 @@ Shape MaxPool2d::build(const Shape& in) {
     throw InvalidArgument(fmt::format("MaxPool2d {}: input {}, expected (C, H, W)", name(), to_string(in)));
   }
   const auto& p = options_;
-  shape_ = kernels::cpu::Pool2dShape{1, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+  shape_ = Pool2dShape{1, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
                                      p.kernel_h_, p.kernel_w_, p.stride_h_, p.stride_w_, p.pad_h_, p.pad_w_,
                                      p.ceil_mode_};
   if (in[1] + 2 * p.pad_h_ < p.kernel_h_ || in[2] + 2 * p.pad_w_ < p.kernel_w_ || shape_.out_h() < 1 ||

@@ -39,11 +39,11 @@ class MaxPool2d : public Layer {
   Shape build(const Shape& sample_input) override;
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
-  [[nodiscard]] const kernels::cpu::Pool2dShape& geometry() const { return shape_; }
+  [[nodiscard]] const Pool2dShape& geometry() const { return shape_; }
 
  private:
   MaxPool2dOptions options_;
-  kernels::cpu::Pool2dShape shape_;
+  Pool2dShape shape_;
 };
 
 class Flatten : public Layer {

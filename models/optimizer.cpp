@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "codelets/sgd.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 
@@ -39,7 +39,7 @@ Tensor& Sgd::velocity(const Parameter& p) {
 }
 
 void Sgd::submit_update(Parameter& p, std::string_view name, int priority) {
-  const kernels::cpu::SgdParams params{lr_, options_.momentum_, options_.weight_decay_, options_.nesterov_};
+  const SgdParams params{lr_, options_.momentum_, options_.weight_decay_, options_.nesterov_};
   codelets::submit_sgd_update({name, priority}, params, p.value, p.grad, velocity(p));
 }
 

@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "codelets/optimizers.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {
@@ -108,7 +108,7 @@ void Rmsprop::restore_scalars(Parameter& p, const std::vector<std::pair<std::str
 void Rmsprop::submit_update(Parameter& p, std::string_view name, int priority) {
   State& s = ensure(p);
   ++s.steps;
-  const kernels::cpu::RmspropParams params{lr_,
+  const RmspropParams params{lr_,
                                            options_.alpha_,
                                            options_.eps_,
                                            options_.weight_decay_,
@@ -165,7 +165,7 @@ void Adam::submit_update(Parameter& p, std::string_view name, int priority) {
   const std::int64_t t = ++s.steps;
   const double lr = lr_;
   const double wd = options_.weight_decay_;
-  kernels::cpu::AdamParams params;
+  AdamParams params;
   params.step_size = static_cast<float>(lr / bias_correction(options_.beta1_, t));
   params.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction(options_.beta2_, t)));
   params.beta1 = options_.beta1_;
@@ -218,7 +218,7 @@ void Nadam::submit_update(Parameter& p, std::string_view name, int priority) {
   const double mu = beta1 * (1.0 - 0.5 * std::pow(0.96, static_cast<double>(t) * psi));
   const double mu_next = beta1 * (1.0 - 0.5 * std::pow(0.96, static_cast<double>(t + 1) * psi));
   s.mu_product *= mu;
-  kernels::cpu::NadamParams params;
+  NadamParams params;
   params.grad_coef = static_cast<float>(lr * (1.0 - mu) / (1.0 - s.mu_product));
   params.momentum_coef = static_cast<float>(lr * mu_next / (1.0 - s.mu_product * mu_next));
   params.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction(options_.beta2_, t)));

@@ -15,7 +15,7 @@
 #include "codelets/loss.hpp"
 #include "models/progress.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/failure.hpp"
 
 namespace dtnn {
@@ -65,9 +65,9 @@ struct Slot {
   int pending = 0;
 };
 
-// Sums of the loss and metrics (kernels::cpu::LossStat) over rows.
+// Sums of the loss and metrics (LossStat) over rows.
 struct StepStats {
-  std::array<double, kernels::cpu::kLossStats> sums{};
+  std::array<double, kLossStats> sums{};
   std::int64_t rows = 0;
 
   StepStats& operator+=(const StepStats& o) {
@@ -75,11 +75,11 @@ struct StepStats {
     rows += o.rows;
     return *this;
   }
-  [[nodiscard]] double mean(kernels::cpu::LossStat k) const { return sums[k] / static_cast<double>(rows); }
+  [[nodiscard]] double mean(LossStat k) const { return sums[k] / static_cast<double>(rows); }
   // Over every rank of the world (the driver's communicator).
   void sum_over_ranks(const runtime::Mpi* mpi, const std::string& what) {
     if (mpi == nullptr || !mpi->active()) return;
-    std::array<double, kernels::cpu::kLossStats + 1> all{};
+    std::array<double, kLossStats + 1> all{};
     std::copy(sums.begin(), sums.end(), all.begin());
     all.back() = static_cast<double>(rows);
     mpi->sum(all.data(), static_cast<int>(all.size()), what);
@@ -104,7 +104,7 @@ class StepGraph {
       if (!training_) {
         s->scratch = Tensor(s->acts.back().shape(), tiles_);
       }
-      s->stats = Tensor({s->acts[0].tiles(), kernels::cpu::kLossStats}, s->acts[0].tiles());
+      s->stats = Tensor({s->acts[0].tiles(), kLossStats}, s->acts[0].tiles());
     }
     return *s;
   }
@@ -115,8 +115,8 @@ class StepGraph {
     {
       auto stats = s.stats.read();
       for (int t = 0; t < s.stats.tiles(); ++t) {
-        for (int k = 0; k < kernels::cpu::kLossStats; ++k) {
-          out.sums[static_cast<std::size_t>(k)] += stats[t * kernels::cpu::kLossStats + k];
+        for (int k = 0; k < kLossStats; ++k) {
+          out.sums[static_cast<std::size_t>(k)] += stats[t * kLossStats + k];
         }
       }
     }
@@ -277,7 +277,7 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       in_flight.pop_front();
       ++done_steps;
       if (verbose) {
-        progress.update(done_steps, epoch_stats.mean(kernels::cpu::kLossSum), epoch_stats.mean(kernels::cpu::kCorrect),
+        progress.update(done_steps, epoch_stats.mean(kLossSum), epoch_stats.mean(kCorrect),
                         epoch_stats.rows * world);
       }
     };
@@ -351,11 +351,11 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
     record.epoch = epoch + 1;
     record.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     record.images = epoch_stats.rows;
-    record.loss = epoch_stats.mean(kernels::cpu::kLossSum);
-    record.accuracy = epoch_stats.mean(kernels::cpu::kCorrect);
-    record.top5_accuracy = epoch_stats.mean(kernels::cpu::kTop5Correct);
-    record.mse = epoch_stats.mean(kernels::cpu::kSquaredError);
-    record.mae = epoch_stats.mean(kernels::cpu::kAbsoluteError);
+    record.loss = epoch_stats.mean(kLossSum);
+    record.accuracy = epoch_stats.mean(kCorrect);
+    record.top5_accuracy = epoch_stats.mean(kTop5Correct);
+    record.mse = epoch_stats.mean(kSquaredError);
+    record.mae = epoch_stats.mean(kAbsoluteError);
     record.learning_rate = optimizer.learning_rate();
     std::string suffix;
     if (validation != nullptr) {
@@ -427,11 +427,11 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
   total.sum_over_ranks(o.mpi_, "evaluation metrics");
   EvalResult r;
   r.samples = total.rows;
-  r.loss = total.mean(kernels::cpu::kLossSum);
-  r.accuracy = total.mean(kernels::cpu::kCorrect);
-  r.top5_accuracy = total.mean(kernels::cpu::kTop5Correct);
-  r.mse = total.mean(kernels::cpu::kSquaredError);
-  r.mae = total.mean(kernels::cpu::kAbsoluteError);
+  r.loss = total.mean(kLossSum);
+  r.accuracy = total.mean(kCorrect);
+  r.top5_accuracy = total.mean(kTop5Correct);
+  r.mse = total.mean(kSquaredError);
+  r.mae = total.mean(kAbsoluteError);
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return r;
 }

@@ -9,7 +9,7 @@
 #include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "models/zoo_common.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::models {
 

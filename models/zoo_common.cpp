@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "layers/init.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::models::detail {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/trace.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "runtime/nccl.hpp"

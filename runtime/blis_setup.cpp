@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cpu_features.hpp"
+#include "core/cpu_features.hpp"
 
 namespace dtnn::runtime {
 namespace {

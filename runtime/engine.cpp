@@ -11,7 +11,7 @@
 
 #include "runtime/blis_setup.hpp"
 #include "runtime/cuda.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/failure.hpp"
 
 namespace dtnn::runtime {

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::runtime {
 namespace {

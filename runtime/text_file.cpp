@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::runtime {
 

@@ -38,11 +38,6 @@ void batch_norm_accumulate(int rows, int width, const float* partials, double* a
 // mean[ch] = sum[ch] / count
 void batch_norm_finish_mean(int c, double count, const double* sum, float* mean);
 
-struct BatchNormUpdate {
-  double count = 1.0;     // values per channel in the batch: n * plane
-  double eps = 1e-5;
-  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch (PyTorch's convention)
-};
 // From the sums of squared deviations: var = sqdev / count (biased, for normalising), invstd = 1 / sqrt(var + eps);
 // running_mean and running_var move towards the batch's mean and *unbiased* variance (var * count / (count - 1)),
 // as PyTorch's. count must exceed 1.
@@ -78,12 +73,6 @@ void batch_norm_bwd_data(int n, int c, std::size_t plane, const float* x, const 
 // ---- Dropout ----
 // The keep decision of element e of batch row `row` at step `step` is a pure function of (seed, step, row, e):
 // a counter-based hash (splitmix64), so that neither the tiling nor the order of tasks changes a mask.
-struct DropoutParams {
-  std::uint64_t seed = 0;
-  std::int64_t step = 0;
-  std::uint64_t threshold = 0;  // an element is kept when its 32-bit draw is >= threshold (= rate * 2^32)
-  float scale = 1.0f;           // 1 / (1 - rate)
-};
 DropoutParams dropout_params(std::uint64_t seed, std::int64_t step, double rate);
 // The 32-bit draw deciding element e of row `row`: one half of the splitmix64 output number e / 2 + 1 of the
 // row's stream (high half for even e). Exposed for tests.

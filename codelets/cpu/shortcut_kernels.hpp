@@ -5,18 +5,10 @@
 // raw fp32 NCHW buffers, no StarPU, single-threaded, deterministic, outputs overwritten.
 #pragma once
 
+#include "core/shapes.hpp"
+
 namespace dtnn::kernels::cpu {
 
-struct ShortcutPadShape {
-  int n = 1;          // samples
-  int c = 1;          // input channels
-  int h = 1, w = 1;   // input height, width
-  int k = 1;          // output channels: c plus (k - c) / 2 zero channels before and after
-  int stride = 1;     // keeps rows and columns 0, stride, 2 * stride, ... (x[:, :, ::stride, ::stride])
-  [[nodiscard]] int pad_front() const { return (k - c) / 2; }
-  [[nodiscard]] int out_h() const { return (h + stride - 1) / stride; }
-  [[nodiscard]] int out_w() const { return (w + stride - 1) / stride; }
-};
 
 // y[i, ch + pad_front, r, q] = x[i, ch, stride * r, stride * q] for ch < c; the other channels of y are 0.
 void shortcut_pad_fwd(const ShortcutPadShape& sh, const float* x, float* y);

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "codelets/cuda/dense_cublas.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cuda {
 namespace {
 
-using cpu::Conv2dShape;
+using Conv2dShape;
 
 // Algorithms asking for more are skipped: the workspace is per worker and stays allocated.
 constexpr std::size_t kMaxAlgorithmWorkspace = std::size_t{512} << 20;

@@ -20,7 +20,7 @@
 
 #include <cstddef>
 
-#include "codelets/cpu/kernels.hpp"
+#include "core/shapes.hpp"
 
 namespace dtnn::kernels::cuda {
 
@@ -36,16 +36,16 @@ struct CudnnContext {
 
 // Bytes of device workspace that `pass` needs for this shape (the chosen algorithm's, plus the padded copy for an
 // asymmetric padding). The first call for a (device, shape, pass) asks cuDNN's heuristics.
-std::size_t conv2d_workspace_bytes(const cpu::Conv2dShape& sh, ConvPass pass, const CudnnContext& ctx);
+std::size_t conv2d_workspace_bytes(const Conv2dShape& sh, ConvPass pass, const CudnnContext& ctx);
 
 // y = conv(x, w) + b (b nullable), then ReLU ("x < 0 ? 0 : x") when relu != 0.
-void conv2d_fwd(const cpu::Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y,
+void conv2d_fwd(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y,
                 void* workspace, std::size_t workspace_bytes, const CudnnContext& ctx);
 // dx = transposed convolution of dy.
-void conv2d_bwd_data(const cpu::Conv2dShape& sh, const float* dy, const float* w, float* dx, void* workspace,
+void conv2d_bwd_data(const Conv2dShape& sh, const float* dy, const float* w, float* dx, void* workspace,
                      std::size_t workspace_bytes, const CudnnContext& ctx);
 // dw = sum over the n samples; db (nullable) = sum of dy over n and the plane, in double (bias_bwd_weights).
-void conv2d_bwd_weights(const cpu::Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+void conv2d_bwd_weights(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                         void* workspace, std::size_t workspace_bytes, const CudnnContext& ctx);
 
 }  // namespace dtnn::kernels::cuda

@@ -3,7 +3,7 @@
 
 #include "codelets/cuda/dense_cublas.hpp"
 #include "codelets/cuda/launch.cuh"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cuda {
 namespace {

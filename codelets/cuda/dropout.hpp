@@ -11,7 +11,7 @@
 
 namespace dtnn::kernels::cuda {
 
-// kernels::cpu::DropoutParams, field for field.
+// DropoutParams, field for field.
 struct DropoutParams {
   std::uint64_t seed = 0;
   std::int64_t step = 0;

@@ -115,7 +115,7 @@ struct PadGeometry {
   int out_h, out_w, front;
 };
 
-PadGeometry geometry(const cpu::ShortcutPadShape& sh) {
+PadGeometry geometry(const ShortcutPadShape& sh) {
   return PadGeometry{static_cast<size_t>(sh.n), sh.c, sh.h, sh.w, sh.k, sh.stride, sh.out_h(), sh.out_w(),
                      sh.pad_front()};
 }
@@ -195,14 +195,14 @@ void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* par
   concat_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<size_t>(n), dy, p);
 }
 
-void shortcut_pad_fwd(const cpu::ShortcutPadShape& sh, const float* x, float* y, cudaStream_t stream) {
+void shortcut_pad_fwd(const ShortcutPadShape& sh, const float* x, float* y, cudaStream_t stream) {
   const PadGeometry g = geometry(sh);
   const size_t total = g.n * static_cast<size_t>(g.k) * static_cast<size_t>(g.out_h) * static_cast<size_t>(g.out_w);
   if (total == 0) return;
   shortcut_pad_fwd_kernel<<<blocks_for(total), kThreads, 0, stream>>>(g, x, y);
 }
 
-void shortcut_pad_bwd_data(const cpu::ShortcutPadShape& sh, const float* dy, float* dx, cudaStream_t stream) {
+void shortcut_pad_bwd_data(const ShortcutPadShape& sh, const float* dy, float* dx, cudaStream_t stream) {
   const PadGeometry g = geometry(sh);
   const size_t total = g.n * static_cast<size_t>(g.c) * static_cast<size_t>(g.h) * static_cast<size_t>(g.w);
   if (total == 0) return;

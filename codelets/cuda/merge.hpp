@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "codelets/cpu/shortcut_kernels.hpp"
+#include "core/shapes.hpp"
 
 namespace dtnn::kernels::cuda {
 
@@ -31,7 +31,7 @@ void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t
 void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* part_elems, float* const* parts,
                      cudaStream_t stream);
 
-void shortcut_pad_fwd(const cpu::ShortcutPadShape& sh, const float* x, float* y, cudaStream_t stream);
-void shortcut_pad_bwd_data(const cpu::ShortcutPadShape& sh, const float* dy, float* dx, cudaStream_t stream);
+void shortcut_pad_fwd(const ShortcutPadShape& sh, const float* x, float* y, cudaStream_t stream);
+void shortcut_pad_bwd_data(const ShortcutPadShape& sh, const float* dy, float* dx, cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda

@@ -122,7 +122,7 @@ __global__ void nadam_update_kernel(std::size_t count, MomentScalars p, float gr
 
 }  // namespace
 
-void sgd_update(std::size_t count, const cpu::SgdParams& p, float* w, const float* g, float* v,
+void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v,
                 cudaStream_t stream) {
   if (count == 0) return;
   const unsigned blocks = blocks_for(count);
@@ -137,7 +137,7 @@ void sgd_update(std::size_t count, const cpu::SgdParams& p, float* w, const floa
   }
 }
 
-void rmsprop_update(std::size_t count, const cpu::RmspropParams& p, float* w, const float* g, float* square_avg,
+void rmsprop_update(std::size_t count, const RmspropParams& p, float* w, const float* g, float* square_avg,
                     float* momentum_buf, float* grad_avg, cudaStream_t stream) {
   if (count == 0) return;
   const RmspropScalars s{p.lr, p.alpha, 1.0f - p.alpha, p.eps, p.weight_decay, p.momentum};
@@ -162,7 +162,7 @@ void rmsprop_update(std::size_t count, const cpu::RmspropParams& p, float* w, co
   }
 }
 
-void adam_update(std::size_t count, const cpu::AdamParams& p, float* w, const float* g, float* exp_avg,
+void adam_update(std::size_t count, const AdamParams& p, float* w, const float* g, float* exp_avg,
                  float* exp_avg_sq, cudaStream_t stream) {
   if (count == 0) return;
   const MomentScalars s = moment_scalars(p.beta1, p.beta2, p.inv_sqrt_bias_correction2, p.eps, p.weight_decay);
@@ -170,7 +170,7 @@ void adam_update(std::size_t count, const cpu::AdamParams& p, float* w, const fl
                                                                  exp_avg, exp_avg_sq);
 }
 
-void nadam_update(std::size_t count, const cpu::NadamParams& p, float* w, const float* g, float* exp_avg,
+void nadam_update(std::size_t count, const NadamParams& p, float* w, const float* g, float* exp_avg,
                   float* exp_avg_sq, cudaStream_t stream) {
   if (count == 0) return;
   const MomentScalars s = moment_scalars(p.beta1, p.beta2, p.inv_sqrt_bias_correction2, p.eps, p.weight_decay);

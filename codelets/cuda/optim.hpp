@@ -11,23 +11,22 @@
 
 #include <cstddef>
 
-#include "codelets/cpu/kernels.hpp"
-#include "codelets/cpu/optim_kernels.hpp"
+#include "core/params.hpp"
 
 namespace dtnn::kernels::cuda {
 
 // v may be null (no momentum buffer), as on the CPU.
-void sgd_update(std::size_t count, const cpu::SgdParams& p, float* w, const float* g, float* v,
+void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v,
                 cudaStream_t stream);
 
 // momentum_buf is read only when p.momentum != 0, grad_avg only when p.centered; either may be null otherwise.
-void rmsprop_update(std::size_t count, const cpu::RmspropParams& p, float* w, const float* g, float* square_avg,
+void rmsprop_update(std::size_t count, const RmspropParams& p, float* w, const float* g, float* square_avg,
                     float* momentum_buf, float* grad_avg, cudaStream_t stream);
 
-void adam_update(std::size_t count, const cpu::AdamParams& p, float* w, const float* g, float* exp_avg,
+void adam_update(std::size_t count, const AdamParams& p, float* w, const float* g, float* exp_avg,
                  float* exp_avg_sq, cudaStream_t stream);
 
-void nadam_update(std::size_t count, const cpu::NadamParams& p, float* w, const float* g, float* exp_avg,
+void nadam_update(std::size_t count, const NadamParams& p, float* w, const float* g, float* exp_avg,
                   float* exp_avg_sq, cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda

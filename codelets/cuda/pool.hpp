@@ -13,7 +13,7 @@
 
 namespace dtnn::kernels::cuda {
 
-// kernels::cpu::Pool2dShape with its output size resolved on the host (Pool2dShape::out_h/out_w: floor or ceil mode).
+// Pool2dShape with its output size resolved on the host (Pool2dShape::out_h/out_w: floor or ceil mode).
 struct Pool2dGeometry {
   int n = 1, c = 1, h = 1, w = 1;
   int kh = 2, kw = 2;
@@ -22,7 +22,7 @@ struct Pool2dGeometry {
   int out_h = 1, out_w = 1;
 };
 
-// From kernels::cpu::Pool2dShape (a template: this header stays free of the CPU kernels' C++20 headers).
+// From Pool2dShape (a template: this header stays free of the CPU kernels' C++20 headers).
 template <class Shape>
 Pool2dGeometry pool_geometry(const Shape& s) {
   return Pool2dGeometry{s.n,        s.c,        s.h,     s.w,     s.kh,      s.kw,

@@ -2,7 +2,7 @@
 // Softmax and losses after codelets/cpu/softmax.cpp and codelets/cpu/loss.cpp, operation for operation. Where a sum
 // runs in a tree rather than in the CPU's order, the terms are still those of the CPU; __dmul_rn keeps nvcc from
 // fusing a product into the following addition where the host (no FMA in the x86-64 baseline) rounds twice.
-#include "codelets/cpu/kernels.hpp"
+#include "core/loss_stats.hpp"
 #include "codelets/cuda/launch.cuh"
 #include "codelets/cuda/softmax_loss.hpp"
 
@@ -205,7 +205,7 @@ __device__ void block_sums(double (&v)[K], double (*buf)[kRowThreads]) {
   __syncthreads();
 }
 
-constexpr int kStats = cpu::kLossStats;
+constexpr int kStats = kLossStats;
 
 // argmax(z) and argmax(t) of one row as the CPU's hits() finds them.
 __device__ void row_argmaxes(const float* z, const float* t, int cols, ArgMax* sz, ArgMax* st, int& arg_z,
@@ -266,11 +266,11 @@ __global__ void softmax_xent_rows(int n, int cols, const float* logits, const fl
     block_sums<2>(e, buf);
     if (tid == 0) {
       double* r = rows + static_cast<size_t>(i) * kStats;
-      r[cpu::kLossSum] = loss;
-      r[cpu::kCorrect] = arg_z == arg_t ? 1.0 : 0.0;
-      r[cpu::kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
-      r[cpu::kSquaredError] = e[0] / static_cast<double>(cols);
-      r[cpu::kAbsoluteError] = e[1] / static_cast<double>(cols);
+      r[kLossSum] = loss;
+      r[kCorrect] = arg_z == arg_t ? 1.0 : 0.0;
+      r[kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
+      r[kSquaredError] = e[0] / static_cast<double>(cols);
+      r[kAbsoluteError] = e[1] / static_cast<double>(cols);
     }
   }
 }
@@ -310,11 +310,11 @@ __global__ void sigmoid_bce_rows(int n, int cols, const float* logits, const flo
     block_sums<4>(s, buf);
     if (tid == 0) {
       double* r = rows + static_cast<size_t>(i) * kStats;
-      r[cpu::kLossSum] = s[1] / static_cast<double>(cols);
-      r[cpu::kCorrect] = arg_z == arg_t ? 1.0 : 0.0;
-      r[cpu::kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
-      r[cpu::kSquaredError] = s[2] / static_cast<double>(cols);
-      r[cpu::kAbsoluteError] = s[3] / static_cast<double>(cols);
+      r[kLossSum] = s[1] / static_cast<double>(cols);
+      r[kCorrect] = arg_z == arg_t ? 1.0 : 0.0;
+      r[kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
+      r[kSquaredError] = s[2] / static_cast<double>(cols);
+      r[kAbsoluteError] = s[3] / static_cast<double>(cols);
     }
   }
 }

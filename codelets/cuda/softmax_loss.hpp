@@ -20,7 +20,7 @@ void softmax_bwd_data(int n, int c, std::size_t plane, const float* y, const flo
 
 // Device scratch that the loss launchers need for n rows (per-row metrics before their sum in row order).
 [[nodiscard]] std::size_t loss_scratch_bytes(int n);
-// logits, targets, dlogits: [n, classes]; stats: kernels::cpu::kLossStats values (overwritten). dlogits may alias
+// logits, targets, dlogits: [n, classes]; stats: kLossStats values (overwritten). dlogits may alias
 // logits, as on the CPU. scratch: loss_scratch_bytes(n) bytes of device memory.
 void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
                           float* dlogits, float* stats, void* scratch, cudaStream_t stream);

@@ -20,7 +20,7 @@
 namespace dtnn {
 namespace {
 
-using kernels::cpu::Conv2dShape;
+using Conv2dShape;
 using testing_cuda::all_close;
 using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;

@@ -201,7 +201,7 @@ void compare_loss(codelets::LossKind kind, int n, int classes, int tiles, std::v
   Tensor logits = tensor_of({n, classes}, tiles, logit_values);
   Tensor targets = tensor_of({n, classes}, tiles, target_values);
   Tensor dlogits({n, classes}, tiles);
-  Tensor stats({tiles, kernels::cpu::kLossStats}, tiles);
+  Tensor stats({tiles, kLossStats}, tiles);
   const float grad_scale = 1.0f / static_cast<float>(n);
   // Metrics: counts must agree exactly (rtol 1e-5 of at most n is below 1); loss and errors are double sums.
   // dlogits: (p - t) / n with p from expf, to ~3e-7 of p, where p - t may cancel: an absolute error well below
@@ -324,7 +324,7 @@ TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
   std::uint32_t seed = 80;
   for (const Case& c : {Case{37, 3, 7, 5, 7, 2, 3}, Case{6, 4, 4, 4, 4, 1, 2}, Case{5, 2, 9, 10, 6, 3, 2},
                         Case{4, 16, 8, 8, 32, 2, 4}}) {
-    kernels::cpu::ShortcutPadShape sh{1, c.c, c.h, c.w, c.k, c.stride};
+    ShortcutPadShape sh{1, c.c, c.h, c.w, c.k, c.stride};
     SCOPED_TRACE(testing::Message() << c.c << "x" << c.h << "x" << c.w << " -> " << c.k << " stride " << c.stride);
     const Shape in{c.n, c.c, c.h, c.w};
     const Shape outs{c.n, c.k, sh.out_h(), sh.out_w()};

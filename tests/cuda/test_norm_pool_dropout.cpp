@@ -19,7 +19,7 @@
 namespace dtnn {
 namespace {
 
-using kernels::cpu::Pool2dShape;
+using Pool2dShape;
 using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;
 using testing_cuda::random_values;
@@ -117,7 +117,7 @@ TEST(CudaBatchNorm, TrainingForwardMatchesCpuBitwise) {
     Tensor running_mean = tensor_of({c}, 1, mean0), running_var = tensor_of({c}, 1, var0);
     Tensor batches = tensor_of({1}, 1, batches0);
     const codelets::TaskTag tag{"bn"};
-    const kernels::cpu::BatchNormUpdate update{count, 1e-5, 0.1};
+    const BatchNormUpdate update{count, 1e-5, 0.1};
     compare_bitwise(
         [&] {
           for (int t = 0; t < x.tiles(); ++t) codelets::submit_batch_norm_sums(tag, c, x, sums, t);

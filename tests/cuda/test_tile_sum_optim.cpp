@@ -138,10 +138,10 @@ std::vector<Tensor> step_gradients(std::uint32_t seed) {
 
 TEST(CudaSgd, UpdatesMatchCpu) {
   DTNN_REQUIRE_CUDA();
-  const std::vector<kernels::cpu::SgdParams> variants{
+  const std::vector<SgdParams> variants{
       {0.1f, 0.0f, 0.0f, 0}, {0.05f, 0.9f, 1e-3f, 0}, {0.05f, 0.9f, 1e-3f, 1}, {0.2f, 0.5f, 0.0f, 1}};
   for (std::size_t k = 0; k < variants.size(); ++k) {
-    const kernels::cpu::SgdParams& p = variants[k];
+    const SgdParams& p = variants[k];
     SCOPED_TRACE("momentum " + std::to_string(p.momentum) + " weight_decay " + std::to_string(p.weight_decay) +
                  " nesterov " + std::to_string(p.nesterov));
     const auto seed = static_cast<std::uint32_t>(100 * k);
@@ -161,7 +161,7 @@ TEST(CudaRmsprop, EveryVariantMatchesCpu) {
   for (int centered = 0; centered <= 1; ++centered) {
     for (float momentum : {0.0f, 0.9f}) {
       SCOPED_TRACE("centered " + std::to_string(centered) + " momentum " + std::to_string(momentum));
-      const kernels::cpu::RmspropParams p{0.01f, 0.99f, 1e-8f, 1e-2f, momentum, centered};
+      const RmspropParams p{0.01f, 0.99f, 1e-8f, 1e-2f, momentum, centered};
       const auto seed = static_cast<std::uint32_t>(1000 + 100 * centered + (momentum != 0.0f ? 50 : 0));
       Tensor w = random_tensor(kParamShape, 1, seed + 1);
       // Square averages below the squared gradient averages, so that the centered variance is clamped at 0
@@ -190,8 +190,8 @@ TEST(CudaRmsprop, EveryVariantMatchesCpu) {
 // The per-step scalars as models/optimizers.cpp works them out (in double, rounded once to float).
 double bias_correction(double beta, std::int64_t t) { return 1.0 - std::pow(beta, static_cast<double>(t)); }
 
-kernels::cpu::AdamParams adam_params(double lr, double wd, int decoupled, std::int64_t t) {
-  kernels::cpu::AdamParams p;
+AdamParams adam_params(double lr, double wd, int decoupled, std::int64_t t) {
+  AdamParams p;
   p.step_size = static_cast<float>(lr / bias_correction(p.beta1, t));
   p.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction(p.beta2, t)));
   p.eps = 1e-8f;
@@ -209,7 +209,7 @@ TEST(CudaAdam, AdamAndAdamWMatchCpu) {
     Tensor m = random_tensor(kParamShape, 1, seed + 2, -0.1f, 0.1f);
     Tensor v = random_tensor(kParamShape, 1, seed + 3, 0.0f, 1e-2f);
     const std::vector<Tensor> g = step_gradients(seed + 10);
-    std::vector<kernels::cpu::AdamParams> params;
+    std::vector<AdamParams> params;
     for (int t = 1; t <= kSteps; ++t) params.push_back(adam_params(1e-3, 1e-2, decoupled, t));
     compare_runs(
         [&] {
@@ -225,13 +225,13 @@ TEST(CudaAdam, AdamAndAdamWMatchCpu) {
 TEST(CudaNadam, UpdatesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const double lr = 2e-3, beta1 = 0.9, beta2 = 0.999, psi = 4e-3;
-  std::vector<kernels::cpu::NadamParams> params;
+  std::vector<NadamParams> params;
   double mu_product = 1.0;
   for (std::int64_t t = 1; t <= kSteps; ++t) {
     const double mu = beta1 * (1.0 - 0.5 * std::pow(0.96, static_cast<double>(t) * psi));
     const double mu_next = beta1 * (1.0 - 0.5 * std::pow(0.96, static_cast<double>(t + 1) * psi));
     mu_product *= mu;
-    kernels::cpu::NadamParams p;
+    NadamParams p;
     p.grad_coef = static_cast<float>(lr * (1.0 - mu) / (1.0 - mu_product));
     p.momentum_coef = static_cast<float>(lr * mu_next / (1.0 - mu_product * mu_next));
     p.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction(beta2, t)));
@@ -284,7 +284,7 @@ class DeviceBuffer {
 TEST(CudaOptimKernels, SgdWithoutVelocityMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   constexpr std::int64_t kCount = 1001;
-  const kernels::cpu::SgdParams p{0.1f, 0.0f, 1e-2f, 0};
+  const SgdParams p{0.1f, 0.0f, 1e-2f, 0};
   std::vector<float> w = random_values(kCount, 4200);
   const std::vector<float> g = random_values(kCount, 4201);
   DeviceBuffer gpu_w(w), gpu_g(g);

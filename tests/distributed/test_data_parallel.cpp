@@ -14,7 +14,7 @@
 #include "models/training.hpp"
 #include "runtime/codelet.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 // Not dtnn::io::testing: the tests live in dtnn::io and name gtest's ::testing unqualified.
 namespace dtnn::io::test_util {

@@ -13,7 +13,7 @@
 #include "io/augment.hpp"
 #include "io/dataset.hpp"
 #include "io/io_test_util.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io {
 namespace {

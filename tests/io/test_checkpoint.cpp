@@ -23,7 +23,7 @@
 #include "io/checkpoint.hpp"
 #include "io/hdf5.hpp"
 #include "io/io_test_util.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 // For the whole test_io binary under -DDTNN_SANITIZE=ON. HDF5 1.10.8 (Debian 12) leaks an object header when
 // loading a damaged one fails its checksum (fixed upstream: HDFGroup/hdf5#4445, #4477), which the flipped-byte

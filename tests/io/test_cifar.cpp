@@ -14,7 +14,7 @@
 
 #include "io/cifar.hpp"
 #include "io/io_test_util.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io {
 namespace {

@@ -21,7 +21,7 @@
 
 #include "io/dataset.hpp"
 #include "io/io_test_util.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io {
 namespace {

@@ -19,7 +19,7 @@
 #include "io/h5dataset.hpp"
 #include "io/hdf5.hpp"
 #include "io/io_test_util.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::io {
 namespace {

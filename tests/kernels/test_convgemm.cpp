@@ -27,7 +27,7 @@
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/kernels.hpp"
 #include "kernel_test_util.hpp"
-#include "runtime/cpu_features.hpp"
+#include "core/cpu_features.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -45,7 +45,7 @@ constexpr double kRtol = 1e-4;
 // first use (runtime/blis_setup.cpp); do the same before any test runs, so that the kernel production uses is
 // the one tested. A BLIS_ARCH_TYPE already in the environment wins: BLIS_ARCH_TYPE=3 tests haswell's 6x16.
 [[maybe_unused]] const bool kBlisArchChosen = [] {
-  if (runtime::cpu_has_avx512()) {
+  if (cpu_has_avx512()) {
     ::setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
   }
   return true;
@@ -461,7 +461,7 @@ TEST(ConvgemmKernelTest, BlockingIsTheOneOfBlisSgemm) {
   EXPECT_EQ(b.kc, bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_KC, cntx));
   EXPECT_EQ(b.mc, bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_MC, cntx));
   EXPECT_EQ(b.nc, bli_cntx_get_blksz_def_dt(BLIS_FLOAT, BLIS_NC, cntx));
-  if (runtime::cpu_has_avx512() && std::getenv("BLIS_ARCH_TYPE") == std::to_string(static_cast<int>(BLIS_ARCH_SKX))) {
+  if (cpu_has_avx512() && std::getenv("BLIS_ARCH_TYPE") == std::to_string(static_cast<int>(BLIS_ARCH_SKX))) {
     EXPECT_EQ(b.mr, 32);
     EXPECT_EQ(b.nr, 12);
   }

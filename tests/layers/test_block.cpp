@@ -6,7 +6,7 @@
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
 #include "models/sequential.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "support/gradient_check.hpp"
 
 namespace dtnn {

@@ -5,7 +5,7 @@
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "support/gradient_check.hpp"
 
 namespace dtnn {

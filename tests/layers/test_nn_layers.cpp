@@ -21,7 +21,7 @@
 #include "layers/simple.hpp"
 #include "models/training.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "support/gradient_check.hpp"
 
 namespace dtnn {

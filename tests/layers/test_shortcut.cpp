@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "layers/shortcut.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "support/gradient_check.hpp"
 
 namespace dtnn {

@@ -15,7 +15,7 @@
 #include "layers/simple.hpp"
 #include "models/checkpointing.hpp"
 #include "models/optimizers.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

@@ -12,7 +12,7 @@
 #include "layers/simple.hpp"
 #include "models/fusion.hpp"
 #include "models/training.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

@@ -15,7 +15,7 @@
 #include "layers/simple.hpp"
 #include "models/optimizers.hpp"
 #include "models/training.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

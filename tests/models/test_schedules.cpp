@@ -18,7 +18,7 @@
 #include "layers/simple.hpp"
 #include "models/schedules.hpp"
 #include "models/training.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

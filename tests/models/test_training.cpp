@@ -17,7 +17,7 @@
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/trace.hpp"
 
 namespace dtnn {

@@ -20,7 +20,7 @@
 #include "layers/simple.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn {
 namespace {

@@ -10,7 +10,7 @@
 #include "codelets/common.hpp"
 #include "runtime/codelet.hpp"
 #include "runtime/engine.hpp"
-#include "runtime/errors.hpp"
+#include "core/errors.hpp"
 #include "runtime/failure.hpp"
 #include "runtime/tensor.hpp"
 #include "runtime/trace.hpp"

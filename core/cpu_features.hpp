@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// CPU feature detection. Header-only and free of StarPU and MPI, so that the CPU kernels' tests and benchmarks,
-// which link only dtnn_kernels_cpu, can make the same choices as the runtime (runtime/blis_setup.cpp) without
-// linking dtnn_runtime.
+// CPU feature detection. Header-only and free of StarPU and MPI, so that the CPU kernels, their tests and
+// benchmarks make the same choices as the runtime (runtime/blis_setup.cpp).
 #pragma once
 
-namespace dtnn::runtime {
+namespace dtnn {
 
 // Whether the CPU runs AVX-512 code as BLIS's skx configuration needs it: F, DQ, BW and VL, and the OS saves
 // the SSE, AVX, opmask and zmm state (XCR0 bits 1, 2, 5, 6 and 7). False on anything but x86-64.
@@ -24,4 +23,4 @@ inline bool cpu_has_avx512() {
 #endif
 }
 
-}  // namespace dtnn::runtime
+}  // namespace dtnn

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+// Shapes of the operations that kernels (CPU and CUDA), codelets and layers share. Plain structs: they know
+// nothing of StarPU, of a device or of a layer.
+#pragma once
+
+namespace dtnn {
+
+// Convolution geometry, shared by every convolution variant (CPU and CUDA kernels, codelets, layers).
+struct Conv2dShape {
+  int n = 1;         // samples
+  int c = 1;         // input channels
+  int h = 1, w = 1;  // input height, width
+  int k = 1;         // output channels
+  int r = 1, s = 1;  // kernel height, width
+  int stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int dil_h = 1, dil_w = 1;
+  int groups = 1;  // c and k are both divisible by groups; weights are [k, c/groups, r, s]
+
+  [[nodiscard]] int out_h() const { return (h + pad_top + pad_bottom - dil_h * (r - 1) - 1) / stride_h + 1; }
+  [[nodiscard]] int out_w() const { return (w + pad_left + pad_right - dil_w * (s - 1) - 1) / stride_w + 1; }
+  // Multiply-adds x 2 of the forward pass (also the cost of each backward pass).
+  [[nodiscard]] double flops() const {
+    return 2.0 * n * k * out_h() * out_w() * (static_cast<double>(c) / groups) * r * s;
+  }
+};
+
+// Max and average pooling windows.
+struct Pool2dShape {
+  int n = 1, c = 1, h = 1, w = 1;
+  int kh = 2, kw = 2;
+  int stride_h = 2, stride_w = 2;
+  int pad_h = 0, pad_w = 0;  // symmetric; padded cells never win a max
+  // 1: PyTorch's ceil_mode: a last, partial window is kept when it starts inside the input or its left padding.
+  int ceil_mode = 0;
+  [[nodiscard]] int out_h() const { return out_size(h, kh, stride_h, pad_h); }
+  [[nodiscard]] int out_w() const { return out_size(w, kw, stride_w, pad_w); }
+  [[nodiscard]] int out_size(int in, int k, int s, int p) const {
+    const int span = in + 2 * p - k;
+    if (!ceil_mode) return span / s + 1;
+    int out = (span + s - 1) / s + 1;
+    if ((out - 1) * s >= in + p) --out;
+    return out;
+  }
+};
+
+// The parameter-free "option A" shortcut of He et al. 2016's CIFAR ResNets: subsampling by a stride, zero
+// channels added on both sides.
+struct ShortcutPadShape {
+  int n = 1;          // samples
+  int c = 1;          // input channels
+  int h = 1, w = 1;   // input height, width
+  int k = 1;          // output channels: c plus (k - c) / 2 zero channels before and after
+  int stride = 1;     // keeps rows and columns 0, stride, 2 * stride, ... (x[:, :, ::stride, ::stride])
+  [[nodiscard]] int pad_front() const { return (k - c) / 2; }
+  [[nodiscard]] int out_h() const { return (h + stride - 1) / stride; }
+  [[nodiscard]] int out_w() const { return (w + stride - 1) / stride; }
+};
+
+}  // namespace dtnn
