@@ -11,7 +11,6 @@
 namespace dtnn::codelets {
 namespace {
 
-using Pool2dShape;
 
 struct AvgPoolArgs {
   Pool2dShape shape;

@@ -19,7 +19,6 @@
 namespace dtnn::codelets {
 namespace {
 
-using Conv2dShape;
 
 struct ConvArgs {
   Conv2dShape shape;

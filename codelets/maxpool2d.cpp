@@ -10,7 +10,6 @@
 namespace dtnn::codelets {
 namespace {
 
-using Pool2dShape;
 
 void maxpool2d_fwd_cpu(void** buffers, void* cl_arg) {
   kernels::cpu::maxpool2d_fwd(runtime::task_args<Pool2dShape>(cl_arg), runtime::vector_ptr(buffers[0]),

@@ -10,7 +10,6 @@
 namespace dtnn::codelets {
 namespace {
 
-using ShortcutPadShape;
 
 void shortcut_pad_fwd_cpu(void** buffers, void* cl_arg) {
   kernels::cpu::shortcut_pad_fwd(runtime::task_args<ShortcutPadShape>(cl_arg), runtime::vector_ptr(buffers[0]),

@@ -16,7 +16,6 @@
 namespace dtnn::kernels::cuda {
 namespace {
 
-using Conv2dShape;
 
 // Algorithms asking for more are skipped: the workspace is per worker and stays allocated.
 constexpr std::size_t kMaxAlgorithmWorkspace = std::size_t{512} << 20;

@@ -20,7 +20,6 @@
 namespace dtnn {
 namespace {
 
-using Conv2dShape;
 using testing_cuda::all_close;
 using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;

@@ -19,7 +19,6 @@
 namespace dtnn {
 namespace {
 
-using Pool2dShape;
 using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;
 using testing_cuda::random_values;
