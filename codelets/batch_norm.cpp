@@ -78,7 +78,7 @@ void reduce_cpu(void** buffers, void* cl_arg) {
       break;
     case kVar: {
       float* stats = runtime::vector_ptr(out[0]);
-      k::batch_norm_finish_var(c, k::BatchNormUpdate{a.count, a.eps, a.momentum}, sums.data(), stats, stats + c,
+      k::batch_norm_finish_var(c, BatchNormUpdate{a.count, a.eps, a.momentum}, sums.data(), stats, stats + c,
                                runtime::vector_ptr(out[1]), runtime::vector_ptr(out[2]));
       runtime::vector_ptr(out[3])[0] += 1.0f;
       break;

@@ -36,8 +36,7 @@ void dropout_bwd_data_cpu(void** buffers, void* cl_arg) {
 #ifdef DTNN_HAVE_CUDA
 void dropout_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DropoutArgs>(cl_arg);
-  const kernels::cuda::DropoutParams p{a.params.seed, a.params.step, a.params.threshold, a.params.scale};
-  kernels::cuda::dropout_fwd(p, a.first_row, a.rows, a.row_elements, runtime::vector_ptr(buffers[0]),
+  kernels::cuda::dropout_fwd(a.params, a.first_row, a.rows, a.row_elements, runtime::vector_ptr(buffers[0]),
                              runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
                              runtime::cuda::stream());
   runtime::cuda::check_launch("dropout_fwd");

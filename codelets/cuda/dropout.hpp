@@ -9,15 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dtnn::kernels::cuda {
+#include "core/params.hpp"
 
-// DropoutParams, field for field.
-struct DropoutParams {
-  std::uint64_t seed = 0;
-  std::int64_t step = 0;
-  std::uint64_t threshold = 0;  // kept when the 32-bit draw is >= threshold
-  float scale = 1.0f;
-};
+namespace dtnn::kernels::cuda {
 
 // Rows [first_row, first_row + rows) of a batch: mask = kept ? scale : 0, y = x * mask.
 void dropout_fwd(const DropoutParams& p, std::int64_t first_row, int rows, std::size_t row_elements, const float* x,
