@@ -88,7 +88,14 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
   options_.scheduler_ = scheduler;
 #ifdef DTNN_HAVE_CUDA
-  cuda::start_workers();
+  // A CUDA worker that cannot get its handles fails the engine here, with StarPU shut down again so that the
+  // process can report the error (or start another engine).
+  try {
+    cuda::start_workers();
+  } catch (...) {
+    starpu_shutdown();
+    throw;
+  }
 #endif
   g_current = this;
 }
