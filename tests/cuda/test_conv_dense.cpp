@@ -21,27 +21,22 @@ namespace dtnn {
 namespace {
 
 using testing_cuda::all_close;
-using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;
 
 constexpr double kRelTol = 1e-4;
 
-void poison(const std::vector<Tensor*>& outputs) {
-  for (Tensor* t : outputs) {
-    t->copy_from(std::vector<float>(static_cast<std::size_t>(t->numel()), std::numeric_limits<float>::quiet_NaN()));
-  }
-}
-
 std::vector<std::vector<float>> run_on(runtime::Device device, const std::function<void()>& submit,
                                        const std::vector<Tensor*>& outputs) {
-  // NaN in every output first, so that an element a codelet leaves unwritten is unlikely to hold a matching value
-  // (StarPU need not copy a write-only buffer to the device, so this is a best effort on the CUDA side).
-  poison(outputs);
-  {
-    OnDevice on(device);
-    submit();
+  // Poison in every output first, where the tasks will write it, so that an element a codelet leaves unwritten
+  // cannot hold a matching value: NaN on the host for the CPU, testing_cuda's poison on the GPU for CUDA.
+  if (device == runtime::Device::kCuda) {
+    testing_cuda::poison_on_device(outputs);
+  } else {
+    for (Tensor* t : outputs) {
+      t->copy_from(std::vector<float>(static_cast<std::size_t>(t->numel()), std::numeric_limits<float>::quiet_NaN()));
+    }
   }
-  runtime::Engine::current()->wait_all();
+  testing_cuda::run_on(device, submit);
   std::vector<std::vector<float>> values;
   for (Tensor* t : outputs) values.push_back(t->to_vector());
   return values;

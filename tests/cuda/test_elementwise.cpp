@@ -24,8 +24,9 @@ namespace dtnn {
 namespace {
 
 using testing_cuda::all_close;
-using testing_cuda::OnDevice;
+using testing_cuda::poison_on_device;
 using testing_cuda::random_values;
+using testing_cuda::run_on;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -51,20 +52,10 @@ Tensor tensor_of(Shape shape, int tiles, const std::vector<float>& values) {
 // compare_cpu_cuda with the infinities checked too; the outputs are fully overwritten by `submit`.
 void compare(const std::function<void()>& submit, const std::vector<Tensor*>& outputs, double rtol, double atol) {
   std::vector<std::vector<float>> cpu;
-  {
-    OnDevice on(runtime::Device::kCpu);
-    submit();
-  }
-  runtime::Engine::current()->wait_all();
-  for (Tensor* t : outputs) {
-    cpu.push_back(t->to_vector());
-    t->fill(-12345.0f);  // a stale value must not pass for the CUDA result
-  }
-  {
-    OnDevice on(runtime::Device::kCuda);
-    submit();
-  }
-  runtime::Engine::current()->wait_all();
+  run_on(runtime::Device::kCpu, submit);
+  for (Tensor* t : outputs) cpu.push_back(t->to_vector());
+  poison_on_device(outputs);  // a stale value must not pass for the CUDA result
+  run_on(runtime::Device::kCuda, submit);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const std::vector<float> gpu = outputs[i]->to_vector();
     EXPECT_TRUE(all_close(cpu[i], gpu, rtol, atol)) << "output " << i;
@@ -119,6 +110,29 @@ TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
         codelets::submit_activation_fwd(tag, c.spec, x, y, t);
         codelets::submit_activation_bwd_data(tag, c.spec, x, y, dy, dx, t);
       }
+    }, {&dx}, 4e-6, 5e-7);
+  }
+}
+
+// One task per pass over more elements than one grid covers.
+TEST(CudaActivation, PastOneGridMatchesCpu) {
+  DTNN_REQUIRE_CUDA();
+  const ActivationCase cases[] = {
+      {"sigmoid", {codelets::ActivationKind::kSigmoid, 0.0f}},
+      {"gelu", {codelets::ActivationKind::kGelu, 0.0f}},
+  };
+  const Shape shape{1, testing_cuda::kPastOneGrid};
+  const std::int64_t n = numel(shape);
+  Tensor x = tensor_of(shape, 1, values_with_specials(n, 13, -6.0f, 6.0f, 100003));
+  Tensor dy = tensor_of(shape, 1, random_values(n, 14));
+  for (const ActivationCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor y(shape, 1), dx(shape, 1);
+    const codelets::TaskTag tag{c.name};
+    compare([&] { codelets::submit_activation_fwd(tag, c.spec, x, y, 0); }, {&y}, 4e-6, 1e-30);
+    compare([&] {
+      codelets::submit_activation_fwd(tag, c.spec, x, y, 0);
+      codelets::submit_activation_bwd_data(tag, c.spec, x, y, dy, dx, 0);
     }, {&dx}, 4e-6, 5e-7);
   }
 }
@@ -316,6 +330,26 @@ TEST(CudaMerge, ConcatForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
+TEST(CudaMerge, PastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  const std::int64_t n = testing_cuda::kPastOneGrid;
+  std::vector<Tensor> inputs;
+  std::vector<const Tensor*> ptrs;
+  for (int i = 0; i < 3; ++i) inputs.push_back(tensor_of({1, n}, 1, random_values(n, 65 + i)));
+  for (const Tensor& t : inputs) ptrs.push_back(&t);
+  Tensor out({1, n}, 1);
+  compare([&] { codelets::submit_add({"add"}, "add", ptrs, out, 0); }, {&out}, 0.0, 0.0);
+  // Concatenation and its backward, the whole past one grid, a part that is not.
+  const Tensor& a = inputs[0];
+  Tensor b = tensor_of({1, 7}, 1, random_values(7, 68));
+  Tensor y({1, n + 7}, 1);
+  Tensor dy = tensor_of({1, n + 7}, 1, random_values(n + 7, 69));
+  Tensor da({1, n}, 1), db({1, 7}, 1);
+  const codelets::TaskTag tag{"concat"};
+  compare([&] { codelets::submit_concat_fwd(tag, {&a, &b}, y, 0); }, {&y}, 0.0, 0.0);
+  compare([&] { codelets::submit_concat_bwd_data(tag, dy, {&da, &db}, 0); }, {&da, &db}, 0.0, 0.0);
+}
+
 TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   struct Case {
@@ -341,6 +375,23 @@ TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
+TEST(CudaShortcutPad, PastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  // 32 channels of 512 x 2050 to 64 of 256 x 1025: 16.8 M outputs, 33.6 M inputs.
+  const ShortcutPadShape sh{1, 32, 512, 2050, 64, 2};
+  const Shape in{1, 32, 512, 2050};
+  const Shape outs{1, 64, sh.out_h(), sh.out_w()};
+  ASSERT_GT(numel(outs), testing_cuda::kOneGrid);
+  Tensor x = tensor_of(in, 1, random_values(numel(in), 85));
+  Tensor dy = tensor_of(outs, 1, random_values(numel(outs), 86));
+  Tensor y(outs, 1), dx(in, 1);
+  const codelets::TaskTag tag{"shortcut"};
+  compare([&] {
+    codelets::submit_shortcut_pad_fwd(tag, sh, x, y, 0);
+    codelets::submit_shortcut_pad_bwd_data(tag, sh, dy, dx, 0);
+  }, {&y, &dx}, 0.0, 0.0);
+}
+
 TEST(CudaCopy, MatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Shape from{37, 3, 5, 7};
@@ -349,6 +400,14 @@ TEST(CudaCopy, MatchesCpuBitwise) {
   compare([&] {
     for (int t = 0; t < src.tiles(); ++t) codelets::submit_copy({"flatten"}, "fwd", src, dst, t);
   }, {&dst}, 0.0, 0.0);
+}
+
+TEST(CudaCopy, PastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  const std::int64_t n = testing_cuda::kPastOneGrid;
+  Tensor src = tensor_of({1, n}, 1, values_with_specials(n, 91, -1.0f, 1.0f, 100003));
+  Tensor dst({1, n}, 1);
+  compare([&] { codelets::submit_copy({"flatten"}, "fwd", src, dst, 0); }, {&dst}, 0.0, 0.0);
 }
 
 }  // namespace

@@ -19,7 +19,6 @@
 namespace dtnn {
 namespace {
 
-using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;
 using testing_cuda::random_values;
 
@@ -46,25 +45,19 @@ using testing_cuda::random_values;
   return ::testing::AssertionSuccess();
 }
 
-// testing_cuda::compare_cpu_cuda with bitwise equality: runs `submit` on CPU workers, reads `outputs`, restores
-// them to `reset` (read-write outputs; an empty entry leaves the tensor), runs `submit` on CUDA workers, compares.
+// testing_cuda::compare_cpu_cuda with bitwise equality: runs `submit` on CPU workers, reads `outputs`, poisons
+// them on the GPU, restores them to `reset` (read-write outputs; an empty entry leaves the tensor), runs `submit`
+// on CUDA workers, compares.
 void compare_bitwise(const std::function<void()>& submit, const std::vector<Tensor*>& outputs,
                      const std::vector<std::vector<float>>& reset = {}) {
   std::vector<std::vector<float>> cpu;
-  {
-    OnDevice on(runtime::Device::kCpu);
-    submit();
-  }
-  runtime::Engine::current()->wait_all();
+  testing_cuda::run_on(runtime::Device::kCpu, submit);
   for (Tensor* t : outputs) cpu.push_back(t->to_vector());
+  testing_cuda::poison_on_device(outputs);
   for (std::size_t i = 0; i < reset.size() && i < outputs.size(); ++i) {
     if (!reset[i].empty()) outputs[i]->copy_from(reset[i]);
   }
-  {
-    OnDevice on(runtime::Device::kCuda);
-    submit();
-  }
-  runtime::Engine::current()->wait_all();
+  testing_cuda::run_on(runtime::Device::kCuda, submit);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     EXPECT_TRUE(same_bits(cpu[i], outputs[i]->to_vector())) << "output " << i;
   }
@@ -206,6 +199,35 @@ TEST(CudaBatchNorm, EvaluationMatchesCpuBitwise) {
   }
 }
 
+// Evaluation forward and frozen-statistics backward over 2 x 3 planes of 2.8 M values: the per-element passes
+// take more than one grid.
+TEST(CudaBatchNorm, EvaluationPastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  const Shape shape{2, 3, 2797, 1000};
+  ASSERT_GT(numel(shape), testing_cuda::kOneGrid);
+  const int c = 3;
+  const double count = static_cast<double>(numel(shape) / c);
+  const double eps = 1e-5;
+  Tensor x = random_tensor(shape, 1, 27, -2.0f, 2.0f);
+  Tensor dy = random_tensor(shape, 1, 28);
+  Tensor running_mean = random_tensor({c}, 1, 29, -0.5f, 0.5f);
+  Tensor running_var = random_tensor({c}, 1, 30, 0.1f, 3.0f);
+  Tensor gamma = random_tensor({c}, 1, 31, 0.5f, 1.5f);
+  Tensor beta = random_tensor({c}, 1, 32);
+  Tensor stats({2, c}), partials({2, 2 * c}, 1), acc({4 * c}), grad_stats({2, c}), dgamma({c}), dbeta({c});
+  Tensor y(shape, 1), dx(shape, 1);
+  const codelets::TaskTag tag{"bn"};
+  compare_bitwise(
+      [&] {
+        codelets::submit_batch_norm_infer_fwd(tag, c, eps, x, running_mean, running_var, &gamma, &beta, y, 0);
+        codelets::submit_batch_norm_frozen_stats(tag, eps, running_mean, running_var, stats);
+        codelets::submit_batch_norm_bwd_sums(tag, c, x, dy, stats, partials, 0);
+        codelets::submit_batch_norm_bwd_reduce(tag, count, partials, acc, grad_stats, &dgamma, &dbeta);
+        codelets::submit_batch_norm_bwd_data(tag, c, x, dy, stats, nullptr, &gamma, dx, 0);
+      },
+      {&y, &dx, &dgamma, &dbeta});
+}
+
 // ---- Pooling ----
 
 Shape output_shape(const Pool2dShape& s, std::int64_t n) { return {n, s.c, s.out_h(), s.out_w()}; }
@@ -303,6 +325,52 @@ TEST(CudaGlobalAvgPool2d, ForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
+// 2x2 windows over 8 planes of 4098 x 2050: 16.8 M outputs and 67 M inputs, both past one grid (the forward
+// launches over outputs, the backward over inputs).
+TEST(CudaPooling, PastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  const Pool2dShape s{1, 8, 4098, 2050, 2, 2, 2, 2, 0, 0, 0};
+  const Shape in{s.n, s.c, s.h, s.w};
+  const Shape out = output_shape(s, s.n);
+  ASSERT_GT(numel(out), testing_cuda::kOneGrid);
+  Tensor x = tensor_of(in, 1, grid_values(numel(in), 35));
+  Tensor dy = tensor_of(out, 1, grid_values(numel(out), 36));
+  Tensor y(out, 1), dx(in, 1);
+  {
+    SCOPED_TRACE("max");
+    const codelets::TaskTag tag{"maxpool"};
+    compare_bitwise(
+        [&] {
+          codelets::submit_maxpool2d_fwd(tag, s, x, y, 0);
+          codelets::submit_maxpool2d_bwd_data(tag, s, x, dy, dx, 0);
+        },
+        {&y, &dx});
+  }
+  {
+    SCOPED_TRACE("average");
+    const codelets::TaskTag tag{"avgpool"};
+    compare_bitwise(
+        [&] {
+          codelets::submit_avgpool2d_fwd(tag, s, 1, x, y, 0);
+          codelets::submit_avgpool2d_bwd_data(tag, s, 1, dy, dx, 0);
+        },
+        {&y, &dx});
+  }
+  {
+    SCOPED_TRACE("global average");
+    const Shape g_out{s.n, s.c, 1, 1};
+    Tensor gy(g_out, 1);
+    Tensor gdy = random_tensor(g_out, 1, 37);
+    const codelets::TaskTag tag{"gap"};
+    compare_bitwise(
+        [&] {
+          codelets::submit_global_avgpool2d_fwd(tag, s.c, x, gy, 0);
+          codelets::submit_global_avgpool2d_bwd_data(tag, s.c, gdy, dx, 0);
+        },
+        {&gy, &dx});
+  }
+}
+
 // ---- Dropout ----
 
 TEST(CudaDropout, MasksAndGradientsMatchCpuBitwise) {
@@ -334,6 +402,23 @@ TEST(CudaDropout, MasksAndGradientsMatchCpuBitwise) {
       ASSERT_EQ(m[i], d >= params.threshold ? params.scale : 0.0f) << "element " << i;
     }
   }
+}
+
+TEST(CudaDropout, PastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  // Two rows, each of an odd number of elements: the forward launches over pairs of elements, 16.8 M of them.
+  const Shape shape{2, testing_cuda::kPastOneGrid};
+  Tensor x = random_tensor(shape, 1, 63);
+  Tensor dy = random_tensor(shape, 1, 64);
+  Tensor mask(shape, 1), y(shape, 1), dx(shape, 1);
+  const codelets::TaskTag tag{"dropout"};
+  const codelets::DropoutDraw draw{0x5678ef01ULL, 3, 0.5};
+  compare_bitwise(
+      [&] {
+        codelets::submit_dropout_fwd(tag, draw, x, mask, y, 0);
+        codelets::submit_dropout_bwd_data(tag, mask, dy, dx, 0);
+      },
+      {&mask, &y, &dx});
 }
 
 }  // namespace

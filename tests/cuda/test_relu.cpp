@@ -24,5 +24,20 @@ TEST(CudaRelu, ForwardAndBackwardMatchCpu) {
       {&y, &dx}, 0.0, 0.0);
 }
 
+TEST(CudaRelu, PastOneGridMatchesCpu) {
+  DTNN_REQUIRE_CUDA();
+  const Shape shape{1, testing_cuda::kPastOneGrid};
+  Tensor x = random_tensor(shape, 1, 3);
+  Tensor dy = random_tensor(shape, 1, 4);
+  Tensor y(shape, 1), dx(shape, 1);
+  const codelets::TaskTag tag{"relu"};
+  compare_cpu_cuda(
+      [&] {
+        codelets::submit_relu_fwd(tag, x, y, 0);
+        codelets::submit_relu_bwd_data(tag, y, dy, dx, 0);
+      },
+      {&y, &dx}, 0.0, 0.0);
+}
+
 }  // namespace
 }  // namespace dtnn

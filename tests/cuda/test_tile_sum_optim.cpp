@@ -24,7 +24,6 @@
 namespace dtnn {
 namespace {
 
-using testing_cuda::OnDevice;
 using testing_cuda::random_tensor;
 using testing_cuda::random_values;
 
@@ -65,26 +64,22 @@ constexpr double kUpdateAtol = 1e-6;
   return rtol == 0.0 && atol == 0.0 ? same_bits(cpu, gpu) : testing_cuda::all_close(cpu, gpu, rtol, atol);
 }
 
-// As testing_cuda::compare_cpu_cuda, with a bitwise comparison at zero tolerance. Every output is reset to its
-// value before the CPU run (read here) before the CUDA run.
+// As testing_cuda::compare_cpu_cuda, with a bitwise comparison at zero tolerance. Every output is poisoned on the
+// GPU, then reset on the host to its value before the CPU run (read here), before the CUDA run: a read-write
+// output starts from that value, a write-only one from the poison.
 void compare_runs(const std::function<void()>& submit, const std::vector<std::pair<const char*, Tensor*>>& outputs,
                   double rtol, double atol) {
   std::vector<std::vector<float>> before, cpu;
   for (const auto& [name, t] : outputs) before.push_back(t->to_vector());
-  {
-    OnDevice on(runtime::Device::kCpu);
-    submit();
+  testing_cuda::run_on(runtime::Device::kCpu, submit);
+  std::vector<Tensor*> tensors;
+  for (const auto& [name, t] : outputs) {
+    cpu.push_back(t->to_vector());
+    tensors.push_back(t);
   }
-  runtime::Engine::current()->wait_all();
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    cpu.push_back(outputs[i].second->to_vector());
-    outputs[i].second->copy_from(before[i]);
-  }
-  {
-    OnDevice on(runtime::Device::kCuda);
-    submit();
-  }
-  runtime::Engine::current()->wait_all();
+  testing_cuda::poison_on_device(tensors);
+  for (std::size_t i = 0; i < outputs.size(); ++i) outputs[i].second->copy_from(before[i]);
+  testing_cuda::run_on(runtime::Device::kCuda, submit);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     EXPECT_TRUE(matches(cpu[i], outputs[i].second->to_vector(), rtol, atol)) << outputs[i].first;
   }
@@ -125,6 +120,14 @@ TEST(CudaTileSum, LargeGradientMatchesCpuBitwise) {
   compare_runs([&] { codelets::submit_tile_sum({"w"}, partials, 9, total); }, {{"total", &total}}, 0.0, 0.0);
 }
 
+// Each tile past one grid: the kernel's grid-stride loop takes a second pass.
+TEST(CudaTileSum, GradientPastOneGridMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  const Tensor partials = partials_tensor(3, testing_cuda::kPastOneGrid, 13);
+  Tensor total({testing_cuda::kPastOneGrid});
+  compare_runs([&] { codelets::submit_tile_sum({"w"}, partials, 3, total); }, {{"total", &total}}, 0.0, 0.0);
+}
+
 // Parameters of an odd size (not a multiple of the block size), updated over several steps with a new
 // gradient each step, so that the state tensors carry from one step to the next.
 constexpr int kSteps = 4;
@@ -154,6 +157,22 @@ TEST(CudaSgd, UpdatesMatchCpu) {
         },
         {{"weights", &w}, {"velocity", &v}}, kUpdateRtol, kUpdateAtol);
   }
+}
+
+// One parameter past one grid, two steps of SGD with Nesterov momentum and of Adam.
+TEST(CudaSgd, ParameterPastOneGridMatchesCpu) {
+  DTNN_REQUIRE_CUDA();
+  const Shape shape{testing_cuda::kPastOneGrid};
+  const SgdParams p{0.05f, 0.9f, 1e-3f, 1};
+  Tensor w = random_tensor(shape, 1, 501);
+  Tensor v = random_tensor(shape, 1, 502, -0.1f, 0.1f);
+  const Tensor g0 = random_tensor(shape, 1, 503), g1 = random_tensor(shape, 1, 504);
+  compare_runs(
+      [&] {
+        codelets::submit_sgd_update({"w"}, p, w, g0, v);
+        codelets::submit_sgd_update({"w"}, p, w, g1, v);
+      },
+      {{"weights", &w}, {"velocity", &v}}, kUpdateRtol, kUpdateAtol);
 }
 
 TEST(CudaRmsprop, EveryVariantMatchesCpu) {
@@ -220,6 +239,22 @@ TEST(CudaAdam, AdamAndAdamWMatchCpu) {
         },
         {{"weights", &w}, {"exp_avg", &m}, {"exp_avg_sq", &v}}, kUpdateRtol, kUpdateAtol);
   }
+}
+
+TEST(CudaAdam, ParameterPastOneGridMatchesCpu) {
+  DTNN_REQUIRE_CUDA();
+  const Shape shape{testing_cuda::kPastOneGrid};
+  Tensor w = random_tensor(shape, 1, 2501);
+  Tensor m = random_tensor(shape, 1, 2502, -0.1f, 0.1f);
+  Tensor v = random_tensor(shape, 1, 2503, 0.0f, 1e-2f);
+  const Tensor g0 = random_tensor(shape, 1, 2504), g1 = random_tensor(shape, 1, 2505);
+  const AdamParams p1 = adam_params(1e-3, 1e-2, 1, 1), p2 = adam_params(1e-3, 1e-2, 1, 2);
+  compare_runs(
+      [&] {
+        codelets::submit_adam_update({"w"}, p1, w, g0, m, v);
+        codelets::submit_adam_update({"w"}, p2, w, g1, m, v);
+      },
+      {{"weights", &w}, {"exp_avg", &m}, {"exp_avg_sq", &v}}, kUpdateRtol, kUpdateAtol);
 }
 
 TEST(CudaNadam, UpdatesMatchCpu) {

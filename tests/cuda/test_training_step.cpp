@@ -32,10 +32,24 @@ Trained train(const std::string& model_name, runtime::Device device, int steps) 
   model.build(info.input, 7);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
   History h;
+  runtime::Tracer::start();
   {
     testing_cuda::OnDevice on(device);
     h = fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).shuffle(0).steps_per_epoch(steps).verbose(0));
   }
+  runtime::Engine::current()->wait_all();
+  runtime::Tracer::stop();
+  // Every task ran where asked, except loading a batch (gather_batch), which has no CUDA body.
+  const starpu_worker_archtype want = device == runtime::Device::kCuda ? STARPU_CUDA_WORKER : STARPU_CPU_WORKER;
+  int on_device = 0;
+  for (const runtime::TraceEvent& e : runtime::Tracer::events()) {
+    const bool right = e.worker >= 0 && starpu_worker_get_type(e.worker) == want;
+    on_device += right ? 1 : 0;
+    EXPECT_TRUE(right || e.codelet == "gather_batch")
+        << model_name << ": " << e.name << " (codelet " << e.codelet << ") ran on worker " << e.worker
+        << ", expected a " << testing_cuda::worker_kind(device) << " worker";
+  }
+  EXPECT_GT(on_device, 0) << model_name << ": no task ran on a " << testing_cuda::worker_kind(device) << " worker";
   Trained t;
   t.loss = h.epochs.back().loss;
   for (const auto& np : model.named_parameters()) t.values[np.name] = np.parameter->value.to_vector();
