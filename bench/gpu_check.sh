@@ -1,48 +1,298 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# GPU check of the CUDA backend, one script for a machine with one NVIDIA GPU (H100/H200), CUDA 13, cuDNN 9,
-# NCCL and PyTorch, no internet and no package manager. Under 8 minutes:
-#   1. the binaries: gpu-bundle.tar.xz at the root of the clone if it is there (made on a Debian machine by
-#      scripts/gpu_bundle.sh: dtnn, test_cuda and the libraries they need beyond CUDA's), else a build with
-#      `DTNN_CUDA=1 scripts/setup.sh build` (a Debian machine with a GPU);
-#   2. the CUDA tests: every codelet on the GPU against its CPU version, and a training step on the GPU
-#      against the CPU step;
-#   3. resnet50_imagenet on synthetic data, batch 128, 20 steps (the first 10 untimed), on the GPU: images/s;
-#   4. torchvision's resnet50 in PyTorch on the same GPU, same batch and steps: images/s and the ratio.
+# GPU check of the CUDA backend: one script for a machine with an NVIDIA GPU, CUDA 13, cuDNN 9 and NCCL, perhaps
+# no package manager, no internet, perhaps no python3, PyTorch or nvidia-smi. It runs dtnn's binaries from the
+# bundle that scripts/gpu_bundle.sh makes (gpu-bundle.tar.xz), and writes every figure to ONE JSON file,
+# $OUT/gpu_check.json (the device tool's output folder; else --out), with the whole log beside it
+# (gpu_check.log). Parts, each with its own time-out inside one budget (--budget, 450 s: under 8 minutes):
+#   host        what the machine is (nvidia-smi if there, glibc, python3);
+#   binaries    the bundle unpacked, `ldd` of dtnn and test_cuda against the host's CUDA, cuDNN and NCCL (CUDA's
+#               folder and the nvidia-* wheels that PyTorch brought); the bundle's libstdc++ only where the host's
+#               is missing or too old;
+#   test_cuda   every CUDA codelet against its CPU version, training steps on the GPU against the CPU, the CUDA
+#               runtime's start-up: each test suite in a process of its own (a CUDA error that makes StarPU abort
+#               costs that suite only);
+#   dtnn        resnet50_imagenet on synthetic data, --batch 128, --steps 20 (the first half untimed), one tile,
+#               --device cuda: training images/s;
+#   pytorch     torchvision's resnet50, same batch and steps, on the same GPU (bench/gpu_pytorch.py), and the ratio;
+#   device_all  --device all (CPU and GPU workers, placed by dmdas) against --device cuda, on a model whose tasks
+#               a CPU core can take (--all-model resnet20_cifar10, batch 256, 8 tiles).
+# A part that cannot run for a reason outside dtnn (no GPU, no python3, no torch, no nvidia-smi) is "skipped" with
+# the reason in the JSON; the exit status is 1 only when a part failed, timed out or crashed.
 #
-#   bench/gpu_check.sh [--steps 20] [--batch 128]
+#   bench/gpu_check.sh [--steps 20] [--batch 128] [--budget 450] [--all-model NAME] [--all-batch 256]
+#                      [--all-tiles 8] [--all-steps 30] [--out DIR] [--cpu-rehearsal]
+#
+# Where the binaries come from, first found: the folder above this script when it lies in an unpacked bundle
+# (gpu-bundle/bench/gpu_check.sh); $DTNN_GPU_BUNDLE (a bundle folder or .tar.xz); gpu-bundle.tar.xz at the root
+# of the clone; the clone's build-cuda/bin. With the device tool: carry gpu-bundle.tar.xz and run
+# `bash bench/gpu_check.sh`. --cpu-rehearsal runs the dtnn and PyTorch parts on the CPU at toy sizes where no GPU
+# is, to exercise the script itself (its figures say nothing about a GPU).
 set -uo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-steps=20
-batch=128
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$script_dir/.." && pwd)"
+steps=""
+batch=""
+budget=450
+all_model=resnet20_cifar10
+all_batch=""
+all_tiles=8
+all_steps=""
+out_dir="${OUT:-}"
+rehearsal=0
+usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
-    *) echo "gpu_check.sh: unknown option '$1', expected --steps N or --batch N" >&2; exit 2 ;;
+    --budget) budget="$2"; shift 2 ;;
+    --all-model) all_model="$2"; shift 2 ;;
+    --all-batch) all_batch="$2"; shift 2 ;;
+    --all-tiles) all_tiles="$2"; shift 2 ;;
+    --all-steps) all_steps="$2"; shift 2 ;;
+    --out) out_dir="$2"; shift 2 ;;
+    --cpu-rehearsal) rehearsal=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "gpu_check.sh: unknown option '$1', expected one of --steps, --batch, --budget, --all-model, --all-batch," \
+            "--all-tiles, --all-steps, --out, --cpu-rehearsal" >&2; exit 2 ;;
   esac
 done
-start=$(date +%s)
-say() { printf '[gpu_check %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
-cuda_home="${CUDA_HOME:-/usr/local/cuda}"
-nvidia-smi -L || { echo "gpu_check.sh: nvidia-smi lists no GPU" >&2; exit 1; }
-
-# 1. Binaries.
-work="${TMPDIR:-/tmp}/dtnn-gpu-check"
-rm -rf "$work" && mkdir -p "$work"
-if [ -f "$here/gpu-bundle.tar.xz" ]; then
-  tar -C "$work" -xJf "$here/gpu-bundle.tar.xz"
-  bin="$work/gpu-bundle/bin"
-  libs="$work/gpu-bundle/lib"
-  say "using the bundle gpu-bundle.tar.xz"
+if [ "$rehearsal" = 1 ]; then
+  steps="${steps:-4}"; batch="${batch:-4}"; all_batch="${all_batch:-64}"; all_steps="${all_steps:-4}"
+  main_device=cpu; all_device=cpu; cuda_device=cpu; torch_device=cpu
 else
-  say "no gpu-bundle.tar.xz: building (DTNN_CUDA=1 scripts/setup.sh build)"
-  DTNN_CUDA=1 bash "$here/scripts/setup.sh" build >"$work/build.log" 2>&1 || { tail -30 "$work/build.log"; exit 1; }
-  bin="$here/build/bin"
-  libs=""
+  steps="${steps:-20}"; batch="${batch:-128}"; all_batch="${all_batch:-256}"; all_steps="${all_steps:-30}"
+  main_device=cuda; all_device=all; cuda_device=cuda; torch_device=cuda
 fi
-# cuDNN, cuBLAS and NCCL: CUDA's own folder, and the wheels PyTorch brought (nvidia/*/lib).
-pylibs="$(python3 - <<'PY' 2>/dev/null
+for v in steps batch budget all_batch all_tiles all_steps; do
+  [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check.sh: --${v//_/-} ${!v}, expected a positive integer" >&2; exit 2; }
+done
+[ "$steps" -ge 2 ] || { echo "gpu_check.sh: --steps $steps, expected at least 2 (half of them untimed)" >&2; exit 2; }
+[ "$all_steps" -ge 2 ] || { echo "gpu_check.sh: --all-steps $all_steps, expected at least 2" >&2; exit 2; }
+
+start=$(date +%s)
+deadline=$((start + budget))
+started_utc="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/dtnn-gpu-check.XXXXXX")"
+out_dir="${out_dir:-${TMPDIR:-/tmp}/dtnn-gpu-check-out}"
+mkdir -p "$out_dir" || { echo "gpu_check.sh: cannot create the output folder $out_dir" >&2; exit 2; }
+json_file="$out_dir/gpu_check.json"
+log_file="$out_dir/gpu_check.log"
+: >"$log_file"
+
+say() {
+  local line
+  line="$(printf '[gpu_check %4ss] %s' "$(( $(date +%s) - start ))" "$*")"
+  echo "$line"
+  echo "$line" >>"$log_file"
+}
+
+# ---- JSON, without python or jq ----
+# A JSON string: ASCII printable characters, tabs and newlines, escaped.
+js() {
+  printf '"%s"' "$(printf '%s' "$1" | LC_ALL=C tr -d '\000-\010\013\014\016-\037\177-\377' |
+    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' -e 's/\r/\\r/g' | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')"
+}
+# A JSON number, or null when $1 is not one.
+jn() {
+  if [[ "$1" =~ ^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then printf '%s' "$1"; else printf null; fi
+}
+# An object of key/raw-value pairs: jo key1 value1 key2 value2 ...
+jo() {
+  local body="" sep=""
+  while [ $# -ge 2 ]; do body+="$sep$(js "$1"):$2"; sep=","; shift 2; done
+  printf '{%s}' "$body"
+}
+# An array of raw values.
+ja() {
+  local body="" sep="" v
+  for v in "$@"; do body+="$sep$v"; sep=","; done
+  printf '[%s]' "$body"
+}
+# The JSON document in file $1 as a raw value when it parses (python3 where there is one, else a first and last
+# character check), else as a string.
+jfile() {
+  local f="$1"
+  if command -v python3 >/dev/null 2>&1; then
+    if python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f" >/dev/null 2>&1; then cat "$f"; return; fi
+  elif [ "$(head -c 1 "$f")" = "{" ] && [ "$(tail -c 2 "$f" | tr -d '\n')" = "}" ]; then
+    cat "$f"; return
+  fi
+  js "$(cat "$f")"
+}
+# The value of a top-level "key": number line of a JSON file written one key per line (dtnn's --report).
+json_number() { sed -n "s/^  \"$2\": \\(-\\{0,1\\}[0-9][0-9.eE+-]*\\),\\{0,1\\}\$/\\1/p" "$1" | head -1; }
+json_string() { sed -n "s/^  \"$2\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" "$1" | head -1; }
+# a / b to 3 decimals, or nothing.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b }' 2>/dev/null; }
+
+declare -A part=()
+order=()
+declare -A figure=()
+figure_order=()
+set_part() {
+  [ -n "${part[$1]+x}" ] || order+=("$1")
+  part[$1]="$2"
+}
+set_figure() {
+  [ -n "$2" ] || return 0
+  [ -n "${figure[$1]+x}" ] || figure_order+=("$1")
+  figure[$1]="$2"
+}
+overall_status() {
+  local name
+  for name in "${order[@]}"; do
+    case "${part[$name]}" in
+      *'"status":"fail"'*|*'"status":"timeout"'*|*'"status":"crashed"'*) echo fail; return ;;
+    esac
+  done
+  echo ok
+}
+write_json() {
+  local state="$1" parts=() figs=() name skipped=()
+  for name in "${order[@]}"; do
+    parts+=("$(js "$name"):${part[$name]}")
+    [[ "${part[$name]}" == *'"status":"skipped"'* ]] && skipped+=("$(js "$name")")
+  done
+  for name in "${figure_order[@]}"; do figs+=("$(js "$name"):${figure[$name]}"); done
+  local IFS=,
+  {
+    printf '{"check":"bench/gpu_check.sh","started_utc":%s,"seconds":%s,"budget_seconds":%s,"state":%s,' \
+      "$(js "$started_utc")" "$(( $(date +%s) - start ))" "$budget" "$(js "$state")"
+    printf '"status":%s,"cpu_rehearsal":%s,' "$(js "$(overall_status)")" "$([ "$rehearsal" = 1 ] && echo true || echo false)"
+    printf '"options":%s,' "$(jo steps "$steps" batch "$batch" all_model "$(js "$all_model")" all_batch "$all_batch" \
+      all_tiles "$all_tiles" all_steps "$all_steps")"
+    printf '"skipped_parts":[%s],"figures":{%s},"parts":{%s}}\n' "${skipped[*]}" "${figs[*]}" "${parts[*]}"
+  } >"$json_file.tmp" && mv "$json_file.tmp" "$json_file"
+}
+on_signal() {
+  say "interrupted by a signal: writing what was measured"
+  write_json interrupted
+  exit 130
+}
+trap on_signal INT TERM
+
+# ---- running commands ----
+# Seconds a part may take: its cap, or what is left of the budget less a margin for the report.
+allow() {
+  local want="$1" left=$(( deadline - $(date +%s) - 5 ))
+  [ "$left" -lt "$want" ] && want="$left"
+  [ "$want" -lt 0 ] && want=0
+  echo "$want"
+}
+have_timeout=0
+command -v timeout >/dev/null 2>&1 && have_timeout=1
+# run_limited SECONDS LOG COMMAND...: stdout and stderr to LOG; the exit status, 124 on a time-out.
+run_limited() {
+  local secs="$1" log="$2"
+  shift 2
+  if [ "$secs" -le 0 ]; then
+    echo "gpu_check.sh: no time left in the budget" >"$log"
+    return 124
+  fi
+  if [ "$have_timeout" = 1 ]; then
+    timeout -k 10 "$secs" "$@" >"$log" 2>&1 </dev/null
+  else
+    "$@" >"$log" 2>&1 </dev/null
+  fi
+}
+# What an exit status says: pass, timeout, crashed (a signal: SIGABRT is StarPU's assertion on a CUDA error) or fail.
+status_of() {
+  case "$1" in
+    0) echo pass ;;
+    124|137) echo timeout ;;
+    13[0-9]|14[0-9]|15[0-9]) echo crashed ;;
+    *) echo fail ;;
+  esac
+}
+# The last lines of a log, for the JSON.
+tail_of() { tail -n "${2:-25}" "$1" 2>/dev/null; }
+append_log() {
+  { echo "---- $1 ----"; cat "$2"; echo; } >>"$log_file" 2>/dev/null
+}
+
+# ---- host ----
+say "work folder $work, report $json_file"
+os="$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")"
+glibc="$(getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>/dev/null | head -1)"
+mem_kb="$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null)"
+smi=""
+for c in nvidia-smi /usr/local/nvidia/bin/nvidia-smi /usr/bin/nvidia-smi; do
+  if command -v "$c" >/dev/null 2>&1; then smi="$(command -v "$c")"; break; fi
+done
+gpu_seen=unknown
+smi_json="$(js "not found: GPU names and driver unknown")"
+if [ -n "$smi" ]; then
+  if run_limited "$(allow 20)" "$work/smi.log" "$smi" --query-gpu=name,driver_version,memory.total,compute_cap \
+    --format=csv,noheader; then
+    gpus=()
+    while IFS= read -r line; do
+      [ -n "$line" ] && gpus+=("$(js "$line")")
+    done <"$work/smi.log"
+    smi_json="$(ja "${gpus[@]}")"
+    gpu_seen=$([ "${#gpus[@]}" -gt 0 ] && echo yes || echo no)
+  else
+    smi_json="$(js "$smi failed: $(tail_of "$work/smi.log" 3)")"
+    gpu_seen=no
+  fi
+  append_log nvidia-smi "$work/smi.log"
+fi
+python_json="$(js "not found")"
+if command -v python3 >/dev/null 2>&1; then
+  python_json="$(js "$(command -v python3) $(python3 -c 'import platform; print(platform.python_version())' 2>&1 | head -1)")"
+fi
+set_part host "$(jo status "$(js pass)" os "$(js "$os")" kernel "$(js "$(uname -r)")" cpus "$(jn "$(nproc 2>/dev/null)")" \
+  memory_mib "$(jn "$(( ${mem_kb:-0} / 1024 ))")" glibc "$(js "$glibc")" gpus "$smi_json" gpu_seen "$(js "$gpu_seen")" \
+  python3 "$python_json")"
+say "host: $os, $(nproc) CPUs, GPUs: $(printf '%s' "$smi_json" | tr -d '"[]')"
+write_json running
+
+# ---- binaries ----
+binaries_ok=0
+t0=$(date +%s)
+bundle=""
+bundle_lib=""
+bin=""
+source_desc=""
+if [ -x "$root/bin/dtnn" ] && [ -x "$root/bin/test_cuda" ]; then
+  bundle="$root"
+  source_desc="unpacked bundle $root"
+elif [ -n "${DTNN_GPU_BUNDLE:-}" ] && [ -d "${DTNN_GPU_BUNDLE}" ]; then
+  bundle="$DTNN_GPU_BUNDLE"
+  source_desc="DTNN_GPU_BUNDLE folder $bundle"
+else
+  tarball=""
+  if [ -n "${DTNN_GPU_BUNDLE:-}" ] && [ -f "${DTNN_GPU_BUNDLE}" ]; then
+    tarball="$DTNN_GPU_BUNDLE"
+  elif [ -f "$root/gpu-bundle.tar.xz" ]; then
+    tarball="$root/gpu-bundle.tar.xz"
+  fi
+  if [ -n "$tarball" ]; then
+    if tar -C "$work" -xJf "$tarball" 2>"$work/untar.log"; then
+      bundle="$work/gpu-bundle"
+      source_desc="$tarball"
+    else
+      source_desc="$tarball (could not unpack: $(tail_of "$work/untar.log" 3))"
+    fi
+  elif [ -x "$root/build-cuda/bin/dtnn" ] && [ -x "$root/build-cuda/bin/test_cuda" ]; then
+    source_desc="the clone's build-cuda"
+  fi
+fi
+if [ -n "$bundle" ]; then
+  bin="$bundle/bin"
+  bundle_lib="$bundle/lib"
+elif [ "$source_desc" = "the clone's build-cuda" ]; then
+  bin="$root/build-cuda/bin"
+  bundle_lib=""
+else
+  bin=""
+fi
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
+# cuDNN, cuBLAS and NCCL beside CUDA's own folder: the nvidia-* wheels of PyTorch (nvidia/*/lib, nvidia/cu13/lib).
+pylibs=""
+if command -v python3 >/dev/null 2>&1; then
+  pylibs="$(python3 - <<'PY' 2>/dev/null
 import glob, os
 try:
     import nvidia
@@ -52,41 +302,293 @@ except Exception:
 print(":".join(sorted({d for r in roots for d in glob.glob(os.path.join(r, "*", "lib"))})))
 PY
 )"
-export LD_LIBRARY_PATH="${libs:+$libs:}$cuda_home/lib64:$cuda_home/lib${pylibs:+:$pylibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export STARPU_HOME="$work/starpu-home" STARPU_SILENT=1
-missing="$(ldd "$bin/dtnn" | grep 'not found' || true)"
-if [ -n "$missing" ]; then
-  echo "gpu_check.sh: libraries missing for $bin/dtnn:" >&2
-  echo "$missing" >&2
-  exit 1
 fi
-"$bin/dtnn" models >/dev/null || exit 1
-say "binaries ready"
+dtnn_ld="${bundle_lib:+$bundle_lib:}$cuda_home/lib64:$cuda_home/lib${pylibs:+:$pylibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+lddx() {
+  if command -v ldd >/dev/null 2>&1; then
+    env LD_LIBRARY_PATH="$dtnn_ld" ldd "$1" 2>&1
+  else
+    env LD_LIBRARY_PATH="$dtnn_ld" LD_TRACE_LOADED_OBJECTS=1 "$1" 2>&1
+  fi
+}
+missing_of() {
+  local b
+  for b in dtnn test_cuda; do lddx "$bin/$b" | grep -E 'not found' | sed "s|^|$b: |"; done | sort -u
+}
+compat_used=false
+missing=""
+if [ -n "$bin" ]; then
+  missing="$(missing_of)"
+  if [ -n "$missing" ] && [ -n "$bundle_lib" ] && [ -d "$bundle_lib/compat" ] &&
+    printf '%s\n' "$missing" | grep -qE 'libstdc\+\+|libgcc_s|GLIBCXX_|CXXABI_|GCC_[0-9]'; then
+    dtnn_ld="$bundle_lib/compat:$dtnn_ld"
+    compat_used=true
+    missing="$(missing_of)"
+  fi
+  { lddx "$bin/dtnn"; lddx "$bin/test_cuda"; } >"$work/ldd.log"
+  append_log ldd "$work/ldd.log"
+fi
+resolved=()
+if [ -n "$bin" ]; then
+  while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] && resolved+=("$(js "$name"):$(js "$path")")
+  done < <(grep -E 'libcudart|libcublas\.|libcublasLt|libcudnn|libnccl|libstdc\+\+|libgcc_s|libstarpu|libcuda\.' \
+             "$work/ldd.log" | sort -u -k1,1)
+fi
+resolved_json="{$(IFS=,; echo "${resolved[*]}")}"
+# Libraries taken from the host that are neither glibc, CUDA's, the C++ runtime nor the driver's: the bundle should
+# have brought them (on the build machine itself they are found through the binaries' RUNPATH).
+other_host=()
+if [ -n "$bin" ] && [ -n "$bundle_lib" ]; then
+  while read -r name path; do
+    case "$path" in "$bundle_lib"/*) continue ;; esac
+    [[ "$name" =~ ^(linux-vdso|ld-linux|libc\.|libm\.|libmvec\.|libdl\.|libpthread\.|librt\.|libresolv\.|libnss_|libutil\.|libanl\.) ]] && continue
+    [[ "$name" =~ ^(libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvidia|libnvrtc|libnvJitLink|libcusparse|libcufft|libcurand|libstdc\+\+|libgcc_s) ]] && continue
+    other_host+=("$(js "$name => $path")")
+  done < <(awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' "$work/ldd.log" | sort -u)
+fi
+build_info="$( [ -n "$bundle" ] && cat "$bundle/BUILD-INFO" 2>/dev/null)"
+# StarPU may speak (its warnings belong in the log); its calibration files live in the work folder.
+dtnn_env=(env "LD_LIBRARY_PATH=$dtnn_ld" "STARPU_HOME=$work/starpu-home")
+if [ -z "$bin" ]; then
+  reason="no binaries: no gpu-bundle.tar.xz (make it with scripts/gpu_bundle.sh and carry it), no DTNN_GPU_BUNDLE, no build-cuda"
+  [ -n "$source_desc" ] && reason="$source_desc"
+  set_part binaries "$(jo status "$(js fail)" reason "$(js "$reason")")"
+  say "binaries: FAILED: $reason"
+elif [ -n "$missing" ]; then
+  set_part binaries "$(jo status "$(js fail)" source "$(js "$source_desc")" reason "$(js "libraries missing or too old")" \
+    missing "$(js "$missing")" compat_libstdcxx "$compat_used" ld_library_path "$(js "$dtnn_ld")" \
+    resolved "$resolved_json" build "$(js "$build_info")")"
+  say "binaries: FAILED: libraries missing:"
+  printf '%s\n' "$missing"
+else
+  run_limited "$(allow 30)" "$work/smoke.log" "${dtnn_env[@]}" "$bin/dtnn" models
+  rc=$?
+  append_log "dtnn models" "$work/smoke.log"
+  if [ "$rc" = 0 ]; then
+    binaries_ok=1
+    set_part binaries "$(jo status "$(js pass)" seconds "$(( $(date +%s) - t0 ))" source "$(js "$source_desc")" \
+      compat_libstdcxx "$compat_used" ld_library_path "$(js "$dtnn_ld")" resolved "$resolved_json" \
+      other_host_libraries "$(ja "${other_host[@]}")" build "$(js "$build_info")")"
+    say "binaries: $source_desc, libraries resolved (bundled libstdc++: $compat_used, other host libraries:" \
+      "${#other_host[@]})"
+  else
+    set_part binaries "$(jo status "$(js "$(status_of "$rc")")" exit_code "$rc" source "$(js "$source_desc")" \
+      reason "$(js "'dtnn models' failed")" tail "$(js "$(tail_of "$work/smoke.log")")" resolved "$resolved_json")"
+    say "binaries: 'dtnn models' FAILED (exit $rc)"
+    tail_of "$work/smoke.log" 10
+  fi
+fi
+write_json running
 
-# 2. CUDA tests.
-status=0
-say "CUDA tests (test_cuda)"
-timeout 240 "$bin/test_cuda" --gtest_brief=1 || { status=1; say "CUDA tests FAILED"; }
+# ---- test_cuda: one process per suite ----
+t0=$(date +%s)
+if [ "$binaries_ok" != 1 ]; then
+  set_part test_cuda "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+else
+  test_cap=$(allow 200)
+  test_deadline=$(( $(date +%s) + test_cap ))
+  say "test_cuda: listing the suites (at most ${test_cap}s for the whole part)"
+  run_limited "$(allow 60)" "$work/list.log" "${dtnn_env[@]}" "$bin/test_cuda" --gtest_list_tests
+  rc=$?
+  append_log "test_cuda --gtest_list_tests" "$work/list.log"
+  suites=()
+  while IFS= read -r s; do suites+=("$s"); done < <(sed -n 's/^\([A-Za-z_][A-Za-z0-9_/]*\)\.\( .*\)\{0,1\}$/\1/p' "$work/list.log")
+  if [ "$rc" != 0 ] || [ "${#suites[@]}" = 0 ]; then
+    st="$(status_of "$rc")"
+    [ "$st" = pass ] && st=fail
+    set_part test_cuda "$(jo status "$(js "$st")" exit_code "$rc" \
+      reason "$(js "test_cuda --gtest_list_tests failed or listed no suite")" tail "$(js "$(tail_of "$work/list.log")")")"
+    say "test_cuda: $st: could not list the suites (exit $rc)"
+    tail_of "$work/list.log" 10
+  else
+    suite_json=()
+    total_pass=0 total_fail=0 total_skip=0 total_unfinished=0 bad_suites=0 skip_reason=""
+    for s in "${suites[@]}"; do
+      left=$(( test_deadline - $(date +%s) ))
+      secs=$(allow "$([ "$left" -lt 120 ] && echo "$left" || echo 120)")
+      log="$work/suite.log"
+      ts=$(date +%s)
+      run_limited "$secs" "$log" "${dtnn_env[@]}" "$bin/test_cuda" --gtest_filter="$s.*" --gtest_color=no
+      rc=$?
+      append_log "test_cuda $s" "$log"
+      passed=$(grep -cE '^\[ +OK \] .* \([0-9]+ ms\)$' "$log")
+      failed=$(grep -cE '^\[ +FAILED +\] .* \([0-9]+ ms\)$' "$log")
+      skipped=$(grep -cE '^\[ +SKIPPED +\] .* \([0-9]+ ms\)$' "$log")
+      started=$(grep -cE '^\[ RUN +\] ' "$log")
+      unfinished=$(( started - passed - failed - skipped ))
+      failed_names=()
+      while IFS= read -r n; do failed_names+=("$(js "$n")"); done < <(sed -nE 's/^\[ +FAILED +\] (.*) \([0-9]+ ms\)$/\1/p' "$log")
+      if [ -z "$skip_reason" ] && [ "$skipped" -gt 0 ]; then
+        skip_reason="$(grep -A1 ': Skipped$' "$log" | sed -n 2p)"
+      fi
+      st="$(status_of "$rc")"
+      [ "$st" = pass ] && [ "$failed" -gt 0 ] && st=fail
+      total_pass=$((total_pass + passed)); total_fail=$((total_fail + failed)); total_skip=$((total_skip + skipped))
+      total_unfinished=$((total_unfinished + unfinished))
+      fields=(suite "$(js "$s")" status "$(js "$st")" seconds "$(( $(date +%s) - ts ))" passed "$passed" failed "$failed"
+              skipped "$skipped")
+      [ "$rc" != 0 ] && fields+=(exit_code "$rc")
+      [ "${#failed_names[@]}" -gt 0 ] && fields+=(failed_tests "$(ja "${failed_names[@]}")")
+      if [ "$st" != pass ]; then
+        bad_suites=$((bad_suites + 1))
+        [ "$unfinished" -gt 0 ] && fields+=(unfinished_test "$(js "$(sed -nE 's/^\[ RUN +\] (.*)$/\1/p' "$log" | tail -1)")")
+        fields+=(tail "$(js "$(grep -vE '^\[ +(OK|RUN) +\]' "$log" | tail -n 40)")")
+        say "test_cuda $s: $st (exit $rc): $passed passed, $failed failed, $skipped skipped"
+      fi
+      suite_json+=("$(jo "${fields[@]}")")
+    done
+    if [ "$bad_suites" -gt 0 ]; then
+      st=fail
+      reason="$bad_suites of ${#suites[@]} suites failed, timed out or crashed"
+    elif [ "$total_pass" = 0 ] && [ "$total_skip" -gt 0 ]; then
+      if [ "$gpu_seen" = yes ] && [ "$rehearsal" = 0 ]; then
+        st=fail
+        reason="every case skipped although nvidia-smi lists a GPU: no CUDA worker started ($skip_reason)"
+      else
+        st=skipped
+        reason="every CUDA case skips: $skip_reason"
+      fi
+    elif [ "$total_skip" -gt 0 ] && [ "$rehearsal" = 0 ]; then
+      st=fail
+      reason="$total_skip cases skipped on a machine with a CUDA worker"
+    else
+      st=pass
+      reason=""
+    fi
+    set_part test_cuda "$(jo status "$(js "$st")" reason "$(js "$reason")" seconds "$(( $(date +%s) - t0 ))" \
+      suites "${#suites[@]}" passed "$total_pass" failed "$total_fail" skipped "$total_skip" \
+      unfinished "$total_unfinished" by_suite "$(ja "${suite_json[@]}")")"
+    set_figure test_cuda_passed "$total_pass"
+    set_figure test_cuda_failed "$total_fail"
+    set_figure test_cuda_skipped "$total_skip"
+    say "test_cuda: $st: ${#suites[@]} suites, $total_pass passed, $total_fail failed, $total_skip skipped${reason:+ ($reason)}"
+  fi
+fi
+write_json running
 
-# 3. dtnn on the GPU.
-half=$(( steps / 2 ))
-say "dtnn: resnet50_imagenet, batch $batch, $steps steps ($half untimed), --device cuda"
-timeout 300 "$bin/dtnn" benchmark --model resnet50_imagenet --dataset synthetic --batch-size "$batch" \
-  --synthetic-samples $(( batch * half )) --epochs 2 --steps-per-epoch "$half" --tiles 1 --device cuda \
-  --quiet --report "$work/dtnn.json" || { status=1; say "dtnn benchmark FAILED"; }
-dtnn_ips="$(python3 -c "import json; r=json.load(open('$work/dtnn.json')); print(round(r['images_per_second_after_first_epoch'], 1)); print(r['engine'])" 2>/dev/null | head -1)"
-python3 -c "import json; print('dtnn engine:', json.load(open('$work/dtnn.json'))['engine'])" 2>/dev/null
+# ---- dtnn runs ----
+# dtnn_bench PART DEVICE MODEL BATCH TILES STEPS CAP: a benchmark run of 2 epochs of STEPS/2 steps; sets ips
+# (images/s after the first epoch) and part_status; records the part.
+dtnn_bench() {
+  local name="$1" device="$2" model="$3" b="$4" tiles="$5" n="$6" cap="$7"
+  local half=$(( n / 2 )) report="$work/$name.json" log="$work/$name.log" ts rc st fields
+  ips=""
+  part_status=skipped
+  if [ "$binaries_ok" != 1 ]; then
+    set_part "$name" "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+    return
+  fi
+  say "$name: $model, batch $b, $tiles tiles, $((2 * half)) steps ($half untimed), --device $device"
+  ts=$(date +%s)
+  rm -f "$report"
+  run_limited "$(allow "$cap")" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$model" --dataset synthetic \
+    --batch-size "$b" --synthetic-samples $(( b * half )) --epochs 2 --steps-per-epoch "$half" --tiles "$tiles" \
+    --device "$device" --quiet --report "$report"
+  rc=$?
+  append_log "$name" "$log"
+  st="$(status_of "$rc")"
+  fields=(device "$(js "$device")" model "$(js "$model")" batch "$b" tiles "$tiles" timed_steps "$half"
+          seconds "$(( $(date +%s) - ts ))")
+  if [ "$rc" != 0 ] && grep -q 'no GPU found' "$log"; then
+    if [ "$gpu_seen" = yes ]; then
+      part_status=fail
+      set_part "$name" "$(jo status "$(js fail)" reason "$(js "nvidia-smi lists a GPU, dtnn found none: $(grep -m1 'no GPU found' "$log")")" \
+        "${fields[@]}")"
+      say "$name: FAILED: nvidia-smi lists a GPU, dtnn found none"
+    else
+      set_part "$name" "$(jo status "$(js skipped)" reason "$(js "no GPU: $(grep -m1 'no GPU found' "$log")")" "${fields[@]}")"
+      say "$name: skipped (no GPU)"
+    fi
+    return
+  fi
+  if [ "$rc" = 0 ] && [ -f "$report" ]; then
+    ips="$(json_number "$report" images_per_second_after_first_epoch)"
+    fields+=(images_per_second "$(jn "$ips")" images_per_second_all_epochs "$(jn "$(json_number "$report" images_per_second)")"
+             cpu_workers "$(jn "$(json_number "$report" workers)")" cuda_workers "$(jn "$(json_number "$report" cuda_workers)")"
+             engine "$(js "$(json_string "$report" engine)")" report "$(jfile "$report")")
+    say "$name: ${ips:-?} images/s after the first epoch ($(json_string "$report" engine))"
+  else
+    [ "$st" = pass ] && st=fail
+    fields+=(exit_code "$rc" tail "$(js "$(tail_of "$log" 40)")")
+    say "$name: $st (exit $rc)"
+    tail_of "$log" 15
+  fi
+  part_status="$st"
+  set_part "$name" "$(jo status "$(js "$st")" "${fields[@]}")"
+}
 
-# 4. PyTorch on the same GPU.
-say "PyTorch: torchvision resnet50, batch $batch, $steps steps ($half untimed)"
-torch_json="$(timeout 240 python3 "$here/bench/gpu_pytorch.py" --batch "$batch" --steps "$steps" --warmup "$half" | tail -1)"
-echo "$torch_json"
-torch_ips="$(python3 -c "import json,sys; print(round(json.loads(sys.argv[1])['images_per_second'], 1))" "$torch_json" 2>/dev/null)"
+dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 100
+dtnn_ips="$ips"
+set_figure dtnn_resnet50_images_per_second "$(jn "$dtnn_ips")"
+write_json running
 
+# ---- PyTorch on the same GPU ----
+t0=$(date +%s)
+torch_ips=""
+if ! command -v python3 >/dev/null 2>&1; then
+  set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "python3 not found")")"
+  say "pytorch: skipped (no python3)"
+elif [ ! -f "$script_dir/gpu_pytorch.py" ]; then
+  set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "no $script_dir/gpu_pytorch.py")")"
+else
+  say "pytorch: torchvision resnet50, batch $batch, $steps steps ($((steps / 2)) untimed), device $torch_device"
+  # PyTorch's own environment: none of the bundle's libraries.
+  run_limited "$(allow 100)" "$work/torch.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" --steps "$steps" \
+    --warmup $((steps / 2)) --device "$torch_device"
+  rc=$?
+  append_log pytorch "$work/torch.log"
+  line="$(grep '^{' "$work/torch.log" | tail -1)"
+  printf '%s\n' "$line" >"$work/torch.json"
+  if [ "$rc" = 0 ] && [[ "$line" == *'"skipped"'* ]]; then
+    set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "$(printf '%s' "$line" | sed -n 's/.*"skipped": *"\([^"]*\)".*/\1/p')")")"
+    say "pytorch: skipped ($(printf '%s' "$line" | sed -n 's/.*"skipped": *"\([^"]*\)".*/\1/p'))"
+  elif [ "$rc" = 0 ] && [ -n "$line" ]; then
+    torch_ips="$(printf '%s' "$line" | sed -n 's/.*"images_per_second": *\([0-9.eE+-]*\).*/\1/p')"
+    set_part pytorch_resnet50 "$(jo status "$(js pass)" seconds "$(( $(date +%s) - t0 ))" \
+      images_per_second "$(jn "$torch_ips")" result "$(jfile "$work/torch.json")")"
+    say "pytorch: ${torch_ips:-?} images/s"
+  else
+    st="$(status_of "$rc")"
+    [ "$st" = pass ] && st=fail
+    set_part pytorch_resnet50 "$(jo status "$(js "$st")" exit_code "$rc" seconds "$(( $(date +%s) - t0 ))" \
+      tail "$(js "$(tail_of "$work/torch.log" 30)")")"
+    say "pytorch: $st (exit $rc)"
+    tail_of "$work/torch.log" 10
+  fi
+fi
+set_figure pytorch_resnet50_images_per_second "$(jn "$torch_ips")"
+set_figure dtnn_over_pytorch "$(jn "$(ratio "$dtnn_ips" "$torch_ips")")"
+write_json running
+
+# ---- --device all against --device cuda ----
+dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45
+cuda_ips="$ips"
+cuda_status="$part_status"
+if [ "$cuda_status" = skipped ]; then
+  set_part device_all "$(jo status "$(js skipped)" reason "$(js "no --device cuda run to compare with (part device_cuda)")")"
+  all_ips=""
+else
+  dtnn_bench device_all "$all_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 60
+  all_ips="$ips"
+fi
+set_figure "${all_model}_cuda_images_per_second" "$(jn "$cuda_ips")"
+set_figure "${all_model}_all_images_per_second" "$(jn "$all_ips")"
+set_figure all_over_cuda "$(jn "$(ratio "$all_ips" "$cuda_ips")")"
+
+# ---- summary ----
+write_json done
+status="$(overall_status)"
 echo
-echo "| model | batch | dtnn images/s | PyTorch images/s | ratio |"
-echo "|---|---|---|---|---|"
-ratio="$(python3 -c "import sys; print(round(float(sys.argv[1]) / float(sys.argv[2]), 3))" "${dtnn_ips:-nan}" "${torch_ips:-nan}" 2>/dev/null)"
-echo "| resnet50_imagenet | $batch | ${dtnn_ips:-n/a} | ${torch_ips:-n/a} | ${ratio:-n/a} |"
-say "done (status $status)"
-exit $status
+echo "| part | status |"
+echo "|---|---|"
+for name in "${order[@]}"; do
+  echo "| $name | $(printf '%s' "${part[$name]}" | sed -n 's/^{"status":"\([a-z]*\)".*/\1/p') |"
+done
+echo
+echo "| figure | value |"
+echo "|---|---|"
+for name in "${figure_order[@]}"; do echo "| $name | ${figure[$name]} |"; done
+say "done: status $status, $json_file"
+rm -rf "$work"
+[ "$status" = ok ]
