@@ -174,9 +174,10 @@ on_signal() {
 trap on_signal INT TERM
 
 # ---- running commands ----
-# Seconds a part may take: its cap, or what is left of the budget less a margin for the report.
+# Seconds a part may take: its cap, or what is left of the budget less a margin for the report and less what
+# the parts after it are kept (so that a slow part cannot leave nothing for them).
 allow() {
-  local want="$1" left=$(( deadline - $(date +%s) - 5 ))
+  local want="$1" left=$(( deadline - $(date +%s) - 5 - ${2:-0} ))
   [ "$left" -lt "$want" ] && want="$left"
   [ "$want" -lt 0 ] && want=0
   echo "$want"
@@ -386,7 +387,7 @@ t0=$(date +%s)
 if [ "$binaries_ok" != 1 ]; then
   set_part test_cuda "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
 else
-  test_cap=$(allow 200)
+  test_cap=$(allow 200 150)
   test_deadline=$(( $(date +%s) + test_cap ))
   say "test_cuda: listing the suites (at most ${test_cap}s for the whole part)"
   run_limited "$(allow 60)" "$work/list.log" "${dtnn_env[@]}" "$bin/test_cuda" --gtest_list_tests
@@ -468,10 +469,11 @@ fi
 write_json running
 
 # ---- dtnn runs ----
-# dtnn_bench PART DEVICE MODEL BATCH TILES STEPS CAP: a benchmark run of 2 epochs of STEPS/2 steps; sets ips
-# (images/s after the first epoch) and part_status; records the part.
+# dtnn_bench PART DEVICE MODEL BATCH TILES STEPS CAP RESERVE: a benchmark run of 2 epochs of STEPS/2 steps, at most
+# CAP seconds and leaving RESERVE for the parts after it; sets ips (images/s after the first epoch) and part_status;
+# records the part.
 dtnn_bench() {
-  local name="$1" device="$2" model="$3" b="$4" tiles="$5" n="$6" cap="$7"
+  local name="$1" device="$2" model="$3" b="$4" tiles="$5" n="$6" cap="$7" reserve="$8"
   local half=$(( n / 2 )) report="$work/$name.json" log="$work/$name.log" ts rc st fields
   ips=""
   part_status=skipped
@@ -482,7 +484,7 @@ dtnn_bench() {
   say "$name: $model, batch $b, $tiles tiles, $((2 * half)) steps ($half untimed), --device $device"
   ts=$(date +%s)
   rm -f "$report"
-  run_limited "$(allow "$cap")" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$model" --dataset synthetic \
+  run_limited "$(allow "$cap" "$reserve")" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$model" --dataset synthetic \
     --batch-size "$b" --synthetic-samples $(( b * half )) --epochs 2 --steps-per-epoch "$half" --tiles "$tiles" \
     --device "$device" --quiet --report "$report"
   rc=$?
@@ -518,7 +520,7 @@ dtnn_bench() {
   set_part "$name" "$(jo status "$(js "$st")" "${fields[@]}")"
 }
 
-dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 100
+dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 100 100
 dtnn_ips="$ips"
 set_figure dtnn_resnet50_images_per_second "$(jn "$dtnn_ips")"
 write_json running
@@ -534,7 +536,7 @@ elif [ ! -f "$script_dir/gpu_pytorch.py" ]; then
 else
   say "pytorch: torchvision resnet50, batch $batch, $steps steps ($((steps / 2)) untimed), device $torch_device"
   # PyTorch's own environment: none of the bundle's libraries.
-  run_limited "$(allow 100)" "$work/torch.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" --steps "$steps" \
+  run_limited "$(allow 100 50)" "$work/torch.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" --steps "$steps" \
     --warmup $((steps / 2)) --device "$torch_device"
   rc=$?
   append_log pytorch "$work/torch.log"
@@ -562,14 +564,14 @@ set_figure dtnn_over_pytorch "$(jn "$(ratio "$dtnn_ips" "$torch_ips")")"
 write_json running
 
 # ---- --device all against --device cuda ----
-dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45
+dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45 25
 cuda_ips="$ips"
 cuda_status="$part_status"
 if [ "$cuda_status" = skipped ]; then
   set_part device_all "$(jo status "$(js skipped)" reason "$(js "no --device cuda run to compare with (part device_cuda)")")"
   all_ips=""
 else
-  dtnn_bench device_all "$all_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 60
+  dtnn_bench device_all "$all_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 60 0
   all_ips="$ips"
 fi
 set_figure "${all_model}_cuda_images_per_second" "$(jn "$cuda_ips")"
