@@ -6,12 +6,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "runtime/dag.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/trace.hpp"
 
@@ -107,10 +107,12 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
       case Device::kAny: break;
     }
   }
-  task->name = intern(info.name);
+  const TaskKey* key = intern_task_key(info.name, info.tile);
+  task->name = key->name.c_str();
+  task->sched_data = const_cast<TaskKey*>(key);  // read by dtnn's own policies (runtime/sched.hpp)
   task->flops = info.flops;
   task->priority = clamp_priority(info.priority);
-  Tracer::attach(task, info.tile);
+  Tracer::attach(task, info.tile, dag_hooks::add(task, info.tile, data));
   const int rc = starpu_task_submit(task);
   if (rc != 0) {
     Tracer::detach(task);
@@ -119,17 +121,6 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
     throw RuntimeError(fmt::format("{}: starpu_task_submit failed ({}{})", info.name, rc,
                                    rc == -ENODEV ? ": no worker can run this codelet" : ""));
   }
-}
-
-const char* intern(std::string_view name) {
-  static std::mutex mutex;
-  static std::set<std::string, std::less<>> names;
-  std::lock_guard lock(mutex);
-  auto it = names.find(name);
-  if (it == names.end()) {
-    it = names.emplace(name).first;
-  }
-  return it->c_str();
 }
 
 }  // namespace dtnn::runtime

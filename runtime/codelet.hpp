@@ -94,7 +94,4 @@ const Args& task_args(void* cl_arg) {
 inline float* vector_ptr(void* buffer) { return reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffer)); }
 inline std::size_t vector_size(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
 
-// A stable C string for a task name (StarPU keeps the pointer).
-const char* intern(std::string_view name);
-
 }  // namespace dtnn::runtime
