@@ -32,7 +32,7 @@
 #include "io/h5dataset.hpp"
 #include "layers/conv2d.hpp"
 #include "models/checkpointing.hpp"
-#include "models/dag_capture.hpp"
+#include "models/step_probes.hpp"
 #include "models/distributed.hpp"
 #include "models/optimizers.hpp"
 #include "models/schedules.hpp"
@@ -78,6 +78,7 @@ struct RunArgs {
 struct TrainArgs : RunArgs {
   int epochs = 1;
   std::string dag;             // --dag: one step's task graph as JSON
+  std::string priorities = "on";  // --priorities off: every task at priority 0 (scheduler laboratory)
   std::int64_t dag_step = -1;  // --dag-step: which step (-1: the third of the run)
   std::int64_t steps_per_epoch = 0;
   dtnn::OptimizerConfig optimizer = [] {
@@ -426,6 +427,10 @@ int run_train(TrainArgs a, int benchmark) {
   if (!a.dag.empty()) {
     fit_options.callback(std::make_shared<dtnn::DagCapture>(per_rank(a.dag, mpi), a.dag_step));
   }
+  const auto step_timer = std::make_shared<dtnn::StepTimer>();
+  fit_options.callback(step_timer);
+  dtnn::runtime::set_task_priorities(a.priorities == "on" ? dtnn::runtime::Priorities::kOn
+                                                          : dtnn::runtime::Priorities::kOff);
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::start();
   }
@@ -497,6 +502,8 @@ int run_train(TrainArgs a, int benchmark) {
         {"weights_checksum", fmt::format("{:016x}", checksums[0])},
         {"weights_checksums", all_checksums},
         {"history", epochs},
+        {"priorities", a.priorities},
+        {"step_seconds", step_timer->seconds()},
     };
     if (test) {
       doc["test_accuracy"] = test->accuracy;
@@ -684,6 +691,9 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_option("--history", a.history, "per-epoch metrics, CSV or JSON by the file's extension");
   app->add_option("--trace", a.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
   app->add_option("--dag", a.dag, "one training step's task graph as JSON: tasks, dependencies, times, bounds");
+  app->add_option("--priorities", a.priorities, "on: dtnn's task priorities (default); off: every task at 0")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app->add_option("--dag-step", a.dag_step, "the step --dag records (-1: the third step of the run)")
       ->check(CLI::Range(std::int64_t{-1}, std::numeric_limits<std::int64_t>::max()));
   app->add_option("--checkpoint-dir", a.checkpoint_dir, "save HDF5 checkpoints there after every epoch");

@@ -23,10 +23,13 @@ uint32_t footprint_with_args(starpu_task* task) {
 }
 
 std::atomic<Device> g_task_device{Device::kAny};
+std::atomic<Priorities> g_task_priorities{Priorities::kOn};
 
 }  // namespace
 
 void set_task_device(Device device) { g_task_device.store(device); }
+void set_task_priorities(Priorities p) { g_task_priorities.store(p); }
+Priorities task_priorities() { return g_task_priorities.load(); }
 Device task_device() { return g_task_device.load(); }
 const char* to_string(Device device) {
   switch (device) {
@@ -111,7 +114,7 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
   task->name = key->name.c_str();
   task->sched_data = const_cast<TaskKey*>(key);  // read by dtnn's own policies (runtime/sched.hpp)
   task->flops = info.flops;
-  task->priority = clamp_priority(info.priority);
+  task->priority = task_priorities() == Priorities::kOn ? clamp_priority(info.priority) : 0;
   Tracer::attach(task, info.tile, dag_hooks::add(task, info.tile, data));
   const int rc = starpu_task_submit(task);
   if (rc != 0) {

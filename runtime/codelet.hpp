@@ -28,6 +28,12 @@ void set_task_device(Device device);
 [[nodiscard]] Device task_device();
 [[nodiscard]] const char* to_string(Device device);
 
+// Whether tasks keep the priorities dtnn gives them (the default) or all run at priority 0, process-wide: the
+// scheduler laboratory's priorities-off configurations (--priorities off).
+enum class Priorities { kOn, kOff };
+void set_task_priorities(Priorities p);
+[[nodiscard]] Priorities task_priorities();
+
 // What distinguishes the histories of a performance model: the sizes of the data only, or the sizes and
 // the task's argument struct (its shape fields), for codelets whose cost depends on more than sizes.
 enum class Footprint { kData, kDataAndArgs };

@@ -166,6 +166,24 @@ starpu_task* ScoredReadyList::pop(int worker) {
   return nullptr;
 }
 
+starpu_task* ScoredReadyList::pop(int worker, const std::function<bool(const starpu_task*)>& wanted, double within) {
+  std::lock_guard lock(mutex_);
+  auto best = tasks_.end();
+  for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+    if (best != tasks_.end() && it->first.first < best->first.first - within) break;
+    if (!starpu_worker_can_execute_task_first_impl(static_cast<unsigned>(worker), it->second, nullptr)) continue;
+    if (best == tasks_.end()) best = it;
+    if (wanted(it->second)) {
+      best = it;
+      break;
+    }
+  }
+  if (best == tasks_.end()) return nullptr;
+  starpu_task* task = best->second;
+  tasks_.erase(best);
+  return task;
+}
+
 std::size_t ScoredReadyList::size() const {
   std::lock_guard lock(mutex_);
   return tasks_.size();
@@ -184,12 +202,30 @@ void UpwardRankPolicy::push(starpu_task* task) {
   ready_.push(task, score);
 }
 
+void UpwardRankPolicy::start(int workers) { last_tile_.assign(static_cast<std::size_t>(workers), -2); }
+
 starpu_task* UpwardRankPolicy::pop(int worker) {
-  starpu_task* task = ready_.pop(worker);
+  double within = 0.0;
+  int tile = -2;
+  {
+    std::lock_guard lock(mutex_);
+    within = 0.1 * critical_path_us_;
+    if (worker >= 0 && static_cast<std::size_t>(worker) < last_tile_.size()) tile = last_tile_[static_cast<std::size_t>(worker)];
+  }
+  starpu_task* task = within > 0.0 && tile >= 0
+                          ? ready_.pop(worker, [tile](const starpu_task* t) {
+                              const TaskKey* k = task_key(t);
+                              return k != nullptr && k->tile == tile;
+                            }, within)
+                          : ready_.pop(worker);
   if (task != nullptr) {
     const double now = starpu_timing_now();
+    const TaskKey* k = task_key(task);
     std::lock_guard lock(mutex_);
     started_us_[task] = now;
+    if (k != nullptr && k->tile >= 0 && static_cast<std::size_t>(worker) < last_tile_.size()) {
+      last_tile_[static_cast<std::size_t>(worker)] = k->tile;
+    }
   }
   return task;
 }
@@ -233,6 +269,7 @@ void UpwardRankPolicy::recompute_ranks() {
     g.tasks[i].end_us = it != duration_us_.end() ? it->second : 0.0;
   }
   const std::vector<double> ranks = g.upward_ranks();
+  critical_path_us_ = ranks.empty() ? 0.0 : *std::max_element(ranks.begin(), ranks.end());
   ranks_.clear();
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     double& r = ranks_[graph_keys_[i]];

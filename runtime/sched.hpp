@@ -78,6 +78,9 @@ class ScoredReadyList {
  public:
   void push(starpu_task* task, double score);
   starpu_task* pop(int worker);
+  // Locality: among the tasks the worker can run whose score is within `within` of the best one, the first that
+  // `wanted` accepts; the best one when none does.
+  starpu_task* pop(int worker, const std::function<bool(const starpu_task*)>& wanted, double within);
   [[nodiscard]] std::size_t size() const;
 
  private:
@@ -92,8 +95,12 @@ class ScoredReadyList {
 // plus the longest chain of durations after it to the end of the step. Ready tasks run highest rank first, so
 // the chain that bounds the step from below (the critical path) is never left waiting behind work that has
 // slack. Until the ranks exist (the first two steps), the tasks' own priorities order the list (as prio).
+// Locality: a worker takes a task of the batch tile it ran last when that task's rank is within 10% of the
+// critical path of the best ready task's, so that a tile's chain tends to stay in one core's cache (what lws
+// gets from pushing a released task to the worker that released it).
 class UpwardRankPolicy : public SchedulingPolicy {
  public:
+  void start(int workers) override;
   void push(starpu_task* task) override;
   starpu_task* pop(int worker) override;
   void done(starpu_task* task, int worker) override;
@@ -114,6 +121,8 @@ class UpwardRankPolicy : public SchedulingPolicy {
   std::unordered_map<const starpu_task*, double> started_us_;
   std::unordered_map<const TaskKey*, double> duration_us_;
   std::unordered_map<const TaskKey*, double> ranks_;
+  double critical_path_us_ = 0.0;
+  std::vector<int> last_tile_;  // per worker: the tile of the task it ran last (-2: none yet)
 };
 
 }  // namespace dtnn::runtime

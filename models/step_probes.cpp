@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "models/dag_capture.hpp"
+#include "models/step_probes.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,6 +42,25 @@ void DagCapture::on_train_end(TrainState& state) {
                                {"cpu_workers", engine != nullptr ? engine->cpu_workers() : 0},
                                {"cuda_workers", engine != nullptr ? engine->cuda_workers() : 0}};
   graph_.write_json(file_, workers, meta.dump());
+}
+
+void StepTimer::on_batch_begin(TrainState&) {
+  const auto now = std::chrono::steady_clock::now();
+  if (timing_) seconds_.push_back(std::chrono::duration<double>(now - last_).count());
+  last_ = now;
+  timing_ = true;
+}
+
+void StepTimer::on_epoch_end(TrainState&) {
+  // The epoch's last step drains into the evaluation: its interval would not be a step's.
+  timing_ = false;
+}
+
+void StepTimer::on_train_end(TrainState&) {
+  if (!timing_) return;
+  if (runtime::Engine* engine = runtime::Engine::current()) engine->wait_all();
+  seconds_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count());
+  timing_ = false;
 }
 
 }  // namespace dtnn
