@@ -13,6 +13,7 @@
 #include "core/errors.hpp"
 #include "runtime/dag.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/sched.hpp"
 #include "runtime/trace.hpp"
 
 namespace dtnn::runtime {
@@ -112,7 +113,9 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
   }
   const TaskKey* key = intern_task_key(info.name, info.tile);
   task->name = key->name.c_str();
-  task->sched_data = const_cast<TaskKey*>(key);  // read by dtnn's own policies (runtime/sched.hpp)
+  // For dtnn's own policies (runtime/sched.hpp) only: StarPU's userchoice component (modular-heteroprio-heft)
+  // reads sched_data as the index of the sub-scheduler that takes the task.
+  if (running_policy() != nullptr) task->sched_data = const_cast<TaskKey*>(key);
   task->flops = info.flops;
   task->priority = task_priorities() == Priorities::kOn ? clamp_priority(info.priority) : 0;
   Tracer::attach(task, info.tile, dag_hooks::add(task, info.tile, data));

@@ -27,15 +27,16 @@
 namespace dtnn::runtime {
 
 // The identity of a task across steps: its name ("<layer>:<pass>") and batch tile. Interned, so a pointer to it
-// is stable for the life of the process; submit_task stores it in the task's sched_data, where the policies of
-// runtime/sched.hpp read it.
+// is stable for the life of the process. While one of dtnn's own policies (runtime/sched.hpp) runs, submit_task
+// stores it in the task's sched_data, where the policy reads it (StarPU's own policies get sched_data untouched:
+// the userchoice component of modular-heteroprio-heft reads it as a sub-scheduler's index).
 struct TaskKey {
   std::string name;
   int tile = -1;
   auto operator<=>(const TaskKey&) const = default;
 };
 const TaskKey* intern_task_key(std::string_view name, int tile);
-// The key of a task submitted by submit_task, or nullptr for any other task.
+// The key of a task submitted by submit_task while one of dtnn's own policies runs, else nullptr.
 const TaskKey* task_key(const starpu_task* task);
 
 struct DagTask {
