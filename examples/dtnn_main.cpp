@@ -15,12 +15,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "io/augment.hpp"
@@ -30,6 +32,7 @@
 #include "io/h5dataset.hpp"
 #include "layers/conv2d.hpp"
 #include "models/checkpointing.hpp"
+#include "models/step_probes.hpp"
 #include "models/distributed.hpp"
 #include "models/optimizers.hpp"
 #include "models/schedules.hpp"
@@ -40,6 +43,7 @@
 #include "core/errors.hpp"
 #include "runtime/mpi.hpp"
 #include "runtime/text_file.hpp"
+#include "runtime/sched.hpp"
 #include "runtime/trace.hpp"
 
 namespace {
@@ -73,6 +77,9 @@ struct RunArgs {
 
 struct TrainArgs : RunArgs {
   int epochs = 1;
+  std::string dag;             // --dag: one step's task graph as JSON
+  std::string priorities = "on";  // --priorities off: every task at priority 0 (scheduler laboratory)
+  std::int64_t dag_step = -1;  // --dag-step: which step (-1: the third of the run)
   std::int64_t steps_per_epoch = 0;
   dtnn::OptimizerConfig optimizer = [] {
     dtnn::OptimizerConfig c;
@@ -417,6 +424,13 @@ int run_train(TrainArgs a, int benchmark) {
   if (a.fail_step >= 0 && a.fail_rank == mpi.rank()) {
     fit_options.callback(std::make_shared<FailAtStep>(a.fail_step, a.fail_mode));
   }
+  if (!a.dag.empty()) {
+    fit_options.callback(std::make_shared<dtnn::DagCapture>(per_rank(a.dag, mpi), a.dag_step));
+  }
+  const auto step_timer = std::make_shared<dtnn::StepTimer>();
+  fit_options.callback(step_timer);
+  dtnn::runtime::set_task_priorities(a.priorities == "on" ? dtnn::runtime::Priorities::kOn
+                                                          : dtnn::runtime::Priorities::kOff);
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::start();
   }
@@ -488,6 +502,8 @@ int run_train(TrainArgs a, int benchmark) {
         {"weights_checksum", fmt::format("{:016x}", checksums[0])},
         {"weights_checksums", all_checksums},
         {"history", epochs},
+        {"priorities", a.priorities},
+        {"step_seconds", step_timer->seconds()},
     };
     if (test) {
       doc["test_accuracy"] = test->accuracy;
@@ -523,6 +539,17 @@ int run_evaluate(const RunArgs& a, const std::string& checkpoint) {
                        .dump(2) + "\n",
                "report");
   }
+  return 0;
+}
+
+int run_schedulers() {
+  fmt::print("StarPU {}.{}.{}'s policies:\n  {}\n", STARPU_MAJOR_VERSION, STARPU_MINOR_VERSION, STARPU_RELEASE_VERSION,
+             fmt::join(dtnn::runtime::starpu_policy_names(), " "));
+  fmt::print("dtnn's own policies (runtime/sched.hpp):\n");
+  for (const auto& [name, description] : dtnn::runtime::registered_policies()) {
+    fmt::print("  {:<14} {}\n", name, description);
+  }
+  fmt::print("auto: lws without GPUs, dmdas with them\n");
   return 0;
 }
 
@@ -589,7 +616,8 @@ void add_run_options(CLI::App* app, RunArgs& a) {
       ->capture_default_str();
   app->add_option("--workers", a.workers, "CPU workers (0: one per core)")->check(CLI::NonNegativeNumber);
   app->add_option("--scheduler", a.scheduler,
-                  "StarPU scheduler (lws, dmdas, prio, eager, ...; auto: lws on CPUs, dmdas with GPUs)")
+                  "StarPU scheduler (lws, dmdas, prio, eager, ...; auto: lws on CPUs, dmdas with GPUs) or one of "
+                  "dtnn's own (dtnn-uprank; see `dtnn schedulers`)")
       ->capture_default_str();
   app->add_option("--device", a.device,
                   "where tasks run: cpu, cuda (GPUs; CPU-only tasks such as loading stay on CPUs), all (CPUs and "
@@ -662,6 +690,12 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_flag("--scale-lr", a.scale_lr, "multiply the learning rate by the number of ranks (linear scaling rule)");
   app->add_option("--history", a.history, "per-epoch metrics, CSV or JSON by the file's extension");
   app->add_option("--trace", a.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
+  app->add_option("--dag", a.dag, "one training step's task graph as JSON: tasks, dependencies, times, bounds");
+  app->add_option("--priorities", a.priorities, "on: dtnn's task priorities (default); off: every task at 0")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app->add_option("--dag-step", a.dag_step, "the step --dag records (-1: the third step of the run)")
+      ->check(CLI::Range(std::int64_t{-1}, std::numeric_limits<std::int64_t>::max()));
   app->add_option("--checkpoint-dir", a.checkpoint_dir, "save HDF5 checkpoints there after every epoch");
   app->add_option("--keep", a.keep, "checkpoints kept besides the best")->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -726,6 +760,7 @@ int main(int argc, char** argv) {
   eval->add_option("--checkpoint", checkpoint, "checkpoint file, or a directory (its newest)")->required();
 
   CLI::App* models = app.add_subcommand("models", "list the model zoo");
+  CLI::App* schedulers = app.add_subcommand("schedulers", "list the scheduling policies --scheduler accepts");
   std::string summary_model = "simplecnn";
   CLI::App* summary = app.add_subcommand("summary", "print a model's layers, output shapes and parameters");
   summary->add_option("model", summary_model, "model name")->capture_default_str();
@@ -749,6 +784,7 @@ int main(int argc, char** argv) {
     if (*bench) return run_train(b, 1);
     if (*eval) return run_evaluate(e, checkpoint);
     if (*models) return run_models();
+    if (*schedulers) return run_schedulers();
     if (*summary) return run_summary(summary_model);
     if (*convert) return run_convert(convert_dataset, convert_dir, convert_output);
   } catch (const InvalidArgument& err) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "codelets/gather_batch.hpp"
+#include "runtime/sched.hpp"
 #include "codelets/loss.hpp"
 #include "models/progress.hpp"
 #include "runtime/engine.hpp"
@@ -289,6 +290,7 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
       const TileRange mine = split_rows(global_rows, world)[static_cast<std::size_t>(rank)];
       state.step = global_step;
       for (auto& c : o.callbacks_) c->on_batch_begin(state);
+      runtime::notify_step_begins(global_step);
       Slot& s = graph.slot(mine.count, global_step);
       // At most two steps in flight: the oldest one's metrics are read before its buffers are reused.
       while (s.pending || in_flight.size() >= 2) {

@@ -6,13 +6,14 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "runtime/dag.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/sched.hpp"
 #include "runtime/trace.hpp"
 
 namespace dtnn::runtime {
@@ -23,10 +24,13 @@ uint32_t footprint_with_args(starpu_task* task) {
 }
 
 std::atomic<Device> g_task_device{Device::kAny};
+std::atomic<Priorities> g_task_priorities{Priorities::kOn};
 
 }  // namespace
 
 void set_task_device(Device device) { g_task_device.store(device); }
+void set_task_priorities(Priorities p) { g_task_priorities.store(p); }
+Priorities task_priorities() { return g_task_priorities.load(); }
 Device task_device() { return g_task_device.load(); }
 const char* to_string(Device device) {
   switch (device) {
@@ -107,10 +111,14 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
       case Device::kAny: break;
     }
   }
-  task->name = intern(info.name);
+  const TaskKey* key = intern_task_key(info.name, info.tile);
+  task->name = key->name.c_str();
+  // For dtnn's own policies (runtime/sched.hpp) only: StarPU's userchoice component (modular-heteroprio-heft)
+  // reads sched_data as the index of the sub-scheduler that takes the task.
+  if (running_policy() != nullptr) task->sched_data = const_cast<TaskKey*>(key);
   task->flops = info.flops;
-  task->priority = clamp_priority(info.priority);
-  Tracer::attach(task, info.tile);
+  task->priority = task_priorities() == Priorities::kOn ? clamp_priority(info.priority) : 0;
+  Tracer::attach(task, info.tile, dag_hooks::add(task, info.tile, data));
   const int rc = starpu_task_submit(task);
   if (rc != 0) {
     Tracer::detach(task);
@@ -119,17 +127,6 @@ void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data
     throw RuntimeError(fmt::format("{}: starpu_task_submit failed ({}{})", info.name, rc,
                                    rc == -ENODEV ? ": no worker can run this codelet" : ""));
   }
-}
-
-const char* intern(std::string_view name) {
-  static std::mutex mutex;
-  static std::set<std::string, std::less<>> names;
-  std::lock_guard lock(mutex);
-  auto it = names.find(name);
-  if (it == names.end()) {
-    it = names.emplace(name).first;
-  }
-  return it->c_str();
 }
 
 }  // namespace dtnn::runtime

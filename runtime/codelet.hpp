@@ -28,6 +28,12 @@ void set_task_device(Device device);
 [[nodiscard]] Device task_device();
 [[nodiscard]] const char* to_string(Device device);
 
+// Whether tasks keep the priorities dtnn gives them (the default) or all run at priority 0, process-wide: the
+// scheduler laboratory's priorities-off configurations (--priorities off).
+enum class Priorities { kOn, kOff };
+void set_task_priorities(Priorities p);
+[[nodiscard]] Priorities task_priorities();
+
 // What distinguishes the histories of a performance model: the sizes of the data only, or the sizes and
 // the task's argument struct (its shape fields), for codelets whose cost depends on more than sizes.
 enum class Footprint { kData, kDataAndArgs };
@@ -93,8 +99,5 @@ const Args& task_args(void* cl_arg) {
 
 inline float* vector_ptr(void* buffer) { return reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffer)); }
 inline std::size_t vector_size(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
-
-// A stable C string for a task name (StarPU keeps the pointer).
-const char* intern(std::string_view name);
 
 }  // namespace dtnn::runtime

@@ -13,15 +13,13 @@
 #include "runtime/cuda.hpp"
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/sched.hpp"
 
 namespace dtnn::runtime {
 namespace {
 
 Engine* g_current = nullptr;
 
-constexpr std::array kKnownSchedulers = {"auto", "lws", "ws", "prio", "eager", "random", "dm", "dmda", "dmdas",
-                                         "dmdar", "dmdap", "heft", "pheft", "peager", "graph_test",
-                                         "modular-eager", "modular-heft", "modular-prio"};
 
 }  // namespace
 
@@ -29,11 +27,12 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (g_current != nullptr) {
     throw InvalidArgument("Engine: a StarPU engine is already running in this process, expected at most one");
   }
-  if (std::find(kKnownSchedulers.begin(), kKnownSchedulers.end(), options_.scheduler_) == kKnownSchedulers.end()) {
-    std::string known;
-    for (const char* s : kKnownSchedulers) {
-      known += known.empty() ? s : fmt::format(", {}", s);
-    }
+  const std::vector<std::string> starpu_policies = starpu_policy_names();
+  if (options_.scheduler_ != "auto" && !is_registered_policy(options_.scheduler_) &&
+      std::find(starpu_policies.begin(), starpu_policies.end(), options_.scheduler_) == starpu_policies.end()) {
+    std::string known = "auto";
+    for (const std::string& s : starpu_policies) known += fmt::format(", {}", s);
+    for (const auto& [name, description] : registered_policies()) known += fmt::format(", {}", name);
     throw InvalidArgument(fmt::format("Engine: unknown scheduler '{}', expected one of {}", options_.scheduler_, known));
   }
   if (options_.cuda_ < -1) {
@@ -74,7 +73,9 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (scheduler == "auto") {
     scheduler = cuda == 0 ? kDefaultScheduler : kDefaultGpuScheduler;
   }
-  conf.sched_policy_name = scheduler.c_str();
+  // dtnn's own policies (runtime/sched.hpp) by their struct, StarPU's by name.
+  conf.sched_policy = starpu_policy_for(scheduler);
+  conf.sched_policy_name = conf.sched_policy == nullptr ? scheduler.c_str() : nullptr;
   // Workers are bound to cores; the submitting thread must not steal a core from them.
   const int rc = starpu_init(&conf);
   if (rc != 0) {

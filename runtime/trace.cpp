@@ -20,6 +20,8 @@ std::vector<TraceEvent> g_events;
 struct Pending {
   starpu_task* task;
   int tile;
+  dag_hooks::Tickets* dag;  // the DAG recorders that hold it, or null
+  bool traced;              // the tracer was active when it was submitted
 };
 
 // Runs on the worker after the task; profiling info is valid here.
@@ -28,6 +30,15 @@ void on_task_end(void* arg) {
   delete static_cast<Pending*>(arg);
   const starpu_task* task = pending.task;
   if (task->profiling_info == nullptr) {
+    if (pending.dag != nullptr) dag_hooks::finished(pending.dag, -1, 0.0, 0.0);
+    return;
+  }
+  const double start_us = starpu_timing_timespec_to_us(&task->profiling_info->start_time);
+  const double end_us = starpu_timing_timespec_to_us(&task->profiling_info->end_time);
+  if (pending.dag != nullptr) {
+    dag_hooks::finished(pending.dag, task->profiling_info->workerid, start_us, end_us);
+  }
+  if (!pending.traced) {
     return;
   }
   TraceEvent e;
@@ -36,8 +47,8 @@ void on_task_end(void* arg) {
   e.tile = pending.tile;
   e.flops = task->flops;
   e.worker = task->profiling_info->workerid;
-  e.start_us = starpu_timing_timespec_to_us(&task->profiling_info->start_time);
-  e.end_us = starpu_timing_timespec_to_us(&task->profiling_info->end_time);
+  e.start_us = start_us;
+  e.end_us = end_us;
   e.priority = task->priority;
   std::lock_guard lock(g_mutex);
   g_events.push_back(std::move(e));
@@ -75,17 +86,19 @@ void Tracer::record(std::string name, int tile, double flops, double start_us, d
   g_events.push_back(std::move(e));
 }
 
-void Tracer::attach(starpu_task* task, int tile) {
-  if (!g_active) {
+void Tracer::attach(starpu_task* task, int tile, dag_hooks::Tickets* dag) {
+  if (!g_active && dag == nullptr) {
     return;
   }
   task->callback_func = on_task_end;
-  task->callback_arg = new Pending{task, tile};
+  task->callback_arg = new Pending{task, tile, dag, g_active.load()};
 }
 
 void Tracer::detach(starpu_task* task) {
   if (task->callback_func == on_task_end) {
-    delete static_cast<Pending*>(task->callback_arg);
+    auto* pending = static_cast<Pending*>(task->callback_arg);
+    if (pending->dag != nullptr) dag_hooks::refused(pending->dag);
+    delete pending;
     task->callback_func = nullptr;
     task->callback_arg = nullptr;
   }

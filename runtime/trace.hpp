@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dag.hpp"
+
 namespace dtnn::runtime {
 
 struct TraceEvent {
@@ -37,8 +39,9 @@ class Tracer {
   // times from starpu_timing_now(). No-op when the tracer is inactive.
   static void record(std::string name, int tile, double flops, double start_us, double end_us);
 
-  // Called by submit_task: arranges for the task to be recorded when the tracer is active.
-  static void attach(starpu_task* task, int tile);
+  // Called by submit_task: arranges for the task to be recorded when the tracer is active, and for its times
+  // to reach the DAG recorder when it is recorded there.
+  static void attach(starpu_task* task, int tile, dag_hooks::Tickets* dag = nullptr);
   // Undoes attach for a task that StarPU refused (its callback will never run).
   static void detach(starpu_task* task);
 };

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
+#include <vector>
 #include <string>
 #include <unistd.h>
 
@@ -75,6 +78,91 @@ TEST(CliTest, WeightsAreBitwiseIdenticalAcrossSchedulersAndWorkerCounts) {
       }
     }
   }
+}
+
+// Every policy `dtnn schedulers` lists (StarPU's and dtnn's own) runs the step's graph, and the graph fixes the
+// order of every sum: 3 steps of simplecnn give the same weights under each.
+TEST(CliTest, EveryListedSchedulerTrainsTheSameWeights) {
+  const CliRun list = dtnn("schedulers");
+  ASSERT_EQ(list.status, 0) << list.output;
+  std::vector<std::string> policies;
+  std::istringstream lines(list.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("  ", 0) != 0) continue;  // the policy lines are indented
+    std::istringstream words(line);
+    std::string word;
+    const bool own = line.find("dtnn: ") != std::string::npos;
+    while (words >> word) {
+      policies.push_back(word);
+      if (own) break;  // an own policy's line goes on with its description
+    }
+  }
+  ASSERT_GE(policies.size(), 30u) << list.output;
+  ASSERT_NE(std::find(policies.begin(), policies.end(), "dtnn-uprank"), policies.end()) << list.output;
+  std::string reference;
+  for (const std::string& policy : policies) {
+    const fs::path report = temp_path("policy-" + policy + ".json");
+    const CliRun r = dtnn("train --dataset synthetic --synthetic-samples 96 --batch-size 32 --steps-per-epoch 3 "
+                          "--seed 5 --tiles 2 --quiet --no-test --scheduler " + policy + " --report " +
+                          report.string());
+    ASSERT_EQ(r.status, 0) << policy << ": " << r.output;
+    const std::string checksum = read_json(report).at("weights_checksum");
+    fs::remove(report);
+    if (reference.empty()) reference = checksum;
+    EXPECT_EQ(checksum, reference) << policy;
+  }
+}
+
+// --dag: one step's graph, a DAG whose every task descends from the step's batch loading, with positive measured
+// durations, and lower bounds that no schedule beats.
+TEST(CliTest, DagExportIsTheStepsTaskGraph) {
+  const fs::path dag = temp_path("step.dag.json");
+  const CliRun r = dtnn("train --dataset synthetic --synthetic-samples 320 --batch-size 32 --steps-per-epoch 5 "
+                        "--seed 3 --tiles 3 --quiet --no-test --dag " + dag.string() + " --dag-step 3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto doc = read_json(dag);
+  fs::remove(dag);
+  EXPECT_EQ(doc.at("step"), 3);
+  const auto& tasks = doc.at("tasks");
+  ASSERT_GT(tasks.size(), 20u);
+  std::vector<std::vector<std::int64_t>> successors(tasks.size());
+  for (const auto& e : doc.at("edges")) {
+    const std::int64_t from = e.at(0), to = e.at(1);
+    ASSERT_LT(from, to) << "edges follow submission order, so the graph has no cycle";
+    ASSERT_LT(to, static_cast<std::int64_t>(tasks.size()));
+    successors[static_cast<std::size_t>(from)].push_back(to);
+  }
+  std::vector<int> reached(tasks.size(), 0);
+  std::vector<std::int64_t> stack;
+  std::set<std::string> passes;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& t = tasks[i];
+    EXPECT_EQ(t.at("id"), static_cast<std::int64_t>(i));
+    EXPECT_GE(t.at("worker").get<int>(), 0) << t.at("name");
+    EXPECT_GT(t.at("end_us").get<double>(), t.at("start_us").get<double>()) << t.at("name");
+    EXPECT_FALSE(t.at("codelet").get<std::string>().empty()) << t.at("name");
+    passes.insert(t.at("pass").get<std::string>());
+    if (t.at("layer") == "data") {
+      reached[i] = 1;
+      stack.push_back(static_cast<std::int64_t>(i));
+    }
+  }
+  EXPECT_EQ(passes, (std::set<std::string>{"load", "fwd", "fwd_bwd", "bwd_data", "bwd_weights", "tile_sum", "update"}));
+  while (!stack.empty()) {
+    const std::int64_t t = stack.back();
+    stack.pop_back();
+    for (std::int64_t s : successors[static_cast<std::size_t>(t)]) {
+      if (!reached[static_cast<std::size_t>(s)]) {
+        reached[static_cast<std::size_t>(s)] = 1;
+        stack.push_back(s);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < tasks.size(); ++i) EXPECT_TRUE(reached[i]) << tasks[i].at("name") << " is not reached";
+  const auto& b = doc.at("bounds");
+  EXPECT_GT(b.at("critical_path_us").get<double>(), 0.0);
+  EXPECT_LE(b.at("lower_bound_us").get<double>(), b.at("span_us").get<double>() * 1.0001);
 }
 
 TEST(CliTest, ReportHoldsTheSummaryFields) {

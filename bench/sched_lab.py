@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The scheduler laboratory: StarPU's policies (and dtnn's own) on DNN training graphs, side by side in one run.
+
+For each model, policy, tile count and priority setting it trains a few steps of synthetic data with
+`dtnn train`, several runs, and reports per configuration:
+  - the median steady-state step time (each run: its mean time per step after the warm-up; then the median
+    over runs),
+  - two lower bounds computed from one timed step's own task graph (`--dag`, the middle of the timed steps) with
+    its measured task durations: the critical path and the total work / workers; efficiency = max(bounds) / step
+    time (the bounds are one step's, the time the mean of several: within the noise it can exceed 1),
+  - worker idle % = 1 - work / (workers x step time): the share of the workers' time in a step not spent on
+    that step's tasks,
+  - the weights checksum, which must be the same for every policy of a model and tile count (the graph fixes
+    the order of every sum).
+A policy that fails or does not finish within --timeout is a row that says so.
+
+  python3 bench/sched_lab.py --out bench/results/sched_lab            # the focused design (see --design)
+  python3 bench/sched_lab.py --models simplecnn --policies lws,dmdas,dtnn-uprank --tiles 1,2,4,8 --runs 5
+
+Writes OUT.json (every row and run), OUT.md (the tables) and OUT.png (step time and efficiency per policy).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DTNN = HERE.parent / "build" / "bin" / "dtnn"
+MODELS = {
+    # model: (batch size, dataset arguments)
+    "simplecnn": 64,
+    "resnet18_cifar10": 32,
+    "vgg16_cifar10": 32,
+    "densenet121_cifar10": 16,
+}
+FOCUS = ["lws", "dmdas", "dtnn-uprank", "prio", "eager"]
+
+
+def cpu_name():
+    name = "unknown CPU"
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines():
+            if line.startswith("Model name:"):
+                name = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    isa = "AVX-512" if " avx512f" in flags else ("AVX2" if " avx2" in flags else "no AVX2")
+    return f"{name}, {os.cpu_count()} CPUs, {isa}"
+
+
+def policies_of(dtnn):
+    out = subprocess.run([str(dtnn), "schedulers"], capture_output=True, text=True, check=True).stdout.splitlines()
+    starpu = out[1].split()
+    own = [line.split()[0] for line in out[3:] if line.startswith("  ")]
+    return starpu + own
+
+
+def run_one(dtnn, model, policy, tiles, priorities, args, workdir):
+    report, dag = workdir / "report.json", workdir / "dag.json"
+    for f in (report, dag):
+        f.unlink(missing_ok=True)
+    steps = args.warmup + args.steps + 1  # the last step drains into the end of training: not timed
+    cmd = [str(dtnn), "train", "--quiet", "--no-test", "--model", model, "--dataset", "synthetic",
+           "--synthetic-samples", str(MODELS.get(model, 32) * steps), "--batch-size", str(MODELS.get(model, 32)),
+           "--epochs", "1", "--steps-per-epoch", str(steps), "--tiles", str(tiles), "--scheduler", policy,
+           "--priorities", priorities, "--workers", str(args.workers), "--seed", "0",
+           "--dag", str(dag), "--dag-step", str(args.warmup + args.steps // 2), "--report", str(report)]
+    env = dict(os.environ, STARPU_SILENT="1", STARPU_HOME=str(workdir / "starpu-home"))
+    started = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return {"status": f"did not finish in {args.timeout:.0f} s (deadlock or far too slow)"}
+    if p.returncode != 0 or not report.exists() or not dag.exists():
+        last = (p.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        return {"status": f"failed (exit {p.returncode}): {last}"}
+    r = json.loads(report.read_text())
+    d = json.loads(dag.read_text())
+    timed = r["step_seconds"][args.warmup:]
+    if not timed:
+        return {"status": "failed: no timed step in the report"}
+    step_us = statistics.fmean(timed) * 1e6  # the run's time per step: single intervals jitter (two steps in flight)
+    b = d["bounds"]
+    return {"status": "ok", "step_us": step_us, "critical_path_us": b["critical_path_us"], "work_us": b["work_us"],
+            "workers": b["workers"], "tasks": len(d["tasks"]), "edges": len(d["edges"]),
+            "checksum": r["weights_checksum"], "wall_s": time.monotonic() - started}
+
+
+def summarise(runs):
+    ok = [r for r in runs if r["status"] == "ok"]
+    if not ok:
+        return {"status": runs[0]["status"], "runs": runs}
+    step = statistics.median(r["step_us"] for r in ok)
+    cp = statistics.median(r["critical_path_us"] for r in ok)
+    work = statistics.median(r["work_us"] for r in ok)
+    workers = ok[0]["workers"]
+    bound = max(cp, work / workers)
+    checksums = sorted({r["checksum"] for r in ok})
+    status = "ok" if len(ok) == len(runs) else f"{len(runs) - len(ok)} of {len(runs)} runs failed: {runs[0]['status']}"
+    return {"status": status, "step_ms": step / 1e3, "critical_path_ms": cp / 1e3, "work_per_worker_ms":
+            work / workers / 1e3, "efficiency": bound / step, "idle_pct": 100.0 * max(0.0, 1.0 - work / (workers * step)),
+            "checksums": checksums, "tasks": ok[0]["tasks"], "edges": ok[0]["edges"], "runs": runs}
+
+
+def configurations(design, policies, tiles_list, prio_list):
+    if design == "full":
+        return [(p, t, q) for p in policies for t in tiles_list for q in prio_list]
+    # focused: every policy at 2 tiles with priorities; tiles and priorities swept for the focus policies.
+    out = [(p, 2, "on") for p in policies]
+    for p in [p for p in FOCUS if p in policies]:
+        for t in tiles_list:
+            for q in prio_list:
+                if (p, t, q) not in out:
+                    out.append((p, t, q))
+    return out
+
+
+def table(rows, cpu):
+    lines = [f"CPU: {cpu}", ""]
+    by_model = {}
+    for row in rows:
+        by_model.setdefault(row["model"], []).append(row)
+    for model, rs in by_model.items():
+        lines += [f"### {model}", "",
+                  "| policy | tiles | priorities | step ms | critical path ms | work/workers ms | efficiency | idle % | weights |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        sums = {}
+        for r in rs:
+            if r["status"].startswith("ok") or "step_ms" in r:
+                sums.setdefault(r["tiles"], set()).update(r["checksums"])
+        for r in sorted(rs, key=lambda r: (r["tiles"], r["priorities"] != "on", r.get("step_ms", 1e18))):
+            if "step_ms" not in r:
+                lines.append(f"| {r['policy']} | {r['tiles']} | {r['priorities']} | {r['status']} | | | | | |")
+                continue
+            same = "same" if len(sums[r["tiles"]]) == 1 else "DIFFER: " + ",".join(r["checksums"])
+            note = "" if r["status"] == "ok" else f" ({r['status']})"
+            lines.append(f"| {r['policy']}{note} | {r['tiles']} | {r['priorities']} | {r['step_ms']:.1f} | "
+                         f"{r['critical_path_ms']:.1f} | {r['work_per_worker_ms']:.1f} | {r['efficiency']:.3f} | "
+                         f"{r['idle_pct']:.1f} | {same} |")
+        good = [r for r in rs if "step_ms" in r]
+        if good:
+            best = min(good, key=lambda r: r["step_ms"])
+            lines += ["", f"best: {best['policy']} at {best['tiles']} tiles, priorities {best['priorities']}: "
+                          f"{best['step_ms']:.1f} ms/step, efficiency {best['efficiency']:.3f}"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(rows, file, cpu):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("sched_lab: matplotlib not installed (apt-get install python3-matplotlib): no plot", file=sys.stderr)
+        return False
+    models = sorted({r["model"] for r in rows}, key=list(MODELS).index if all(m in MODELS for m in
+                                                                             {r["model"] for r in rows}) else str)
+    fig, axes = plt.subplots(len(models), 1, figsize=(14, 3.6 * len(models)), squeeze=False)
+    for ax, model in zip(axes[:, 0], models):
+        rs = [r for r in rows if r["model"] == model and r["tiles"] == 2 and r["priorities"] == "on"]
+        rs.sort(key=lambda r: r.get("step_ms", 1e18))
+        names = [r["policy"] for r in rs]
+        steps = [r.get("step_ms", 0.0) for r in rs]
+        colors = ["tab:blue" if "step_ms" in r else "tab:red" for r in rs]
+        ax.bar(range(len(rs)), steps, color=colors)
+        ax.set_xticks(range(len(rs)))
+        ax.set_xticklabels(names, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("step ms (bars)")
+        ax.set_title(f"{model}: 2 tiles, priorities on (red: failed)", fontsize=9)
+        ax2 = ax.twinx()
+        ax2.plot(range(len(rs)), [r.get("efficiency", float("nan")) for r in rs], "o", color="tab:orange")
+        ax2.set_ylim(0, 1.05)
+        ax2.set_ylabel("efficiency (dots)")
+    fig.suptitle(f"dtnn scheduler laboratory — {cpu}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(file, dpi=110)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtnn", default=str(DEFAULT_DTNN))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--policies", default="all", help="comma-separated, or all (every policy `dtnn schedulers` lists)")
+    ap.add_argument("--tiles", default="1,2,4,8")
+    ap.add_argument("--priorities", default="on,off")
+    ap.add_argument("--design", choices=["focused", "full"], default="focused",
+                    help="full: every policy x tiles x priorities; focused: every policy at 2 tiles with priorities, "
+                         f"the sweeps of tiles and priorities for {', '.join(FOCUS)}")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (calibration, first touch)")
+    ap.add_argument("--steps", type=int, default=4, help="timed steps per run")
+    ap.add_argument("--workers", type=int, default=0, help="CPU workers (0: every core)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a run counts as hung")
+    ap.add_argument("--out", default=str(HERE / "results" / "sched_lab"))
+    args = ap.parse_args()
+    dtnn = Path(args.dtnn)
+    policies = policies_of(dtnn) if args.policies == "all" else args.policies.split(",")
+    tiles_list = [int(t) for t in args.tiles.split(",")]
+    prio_list = args.priorities.split(",")
+    cpu = cpu_name()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dtnn-sched-lab-") as tmp:
+        workdir = Path(tmp)
+        for model in args.models.split(","):
+            for policy, tiles, prio in configurations(args.design, policies, tiles_list, prio_list):
+                runs = [run_one(dtnn, model, policy, tiles, prio, args, workdir) for _ in range(args.runs)]
+                row = {"model": model, "policy": policy, "tiles": tiles, "priorities": prio, **summarise(runs)}
+                rows.append(row)
+                shown = f"{row['step_ms']:.1f} ms, efficiency {row['efficiency']:.3f}" if "step_ms" in row else row["status"]
+                print(f"{model:18s} {policy:34s} tiles {tiles} prio {prio:3s}: {shown}", flush=True)
+                # Written as it goes, so that an interrupted study keeps what it measured.
+                out.with_suffix(".json").write_text(json.dumps({"cpu": cpu, "args": vars(args), "rows": rows}, indent=1))
+    text = table(rows, cpu)
+    out.with_suffix(".md").write_text(text + "\n")
+    print(text)
+    if plot(rows, out.with_suffix(".png"), cpu):
+        print(f"plot: {out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
