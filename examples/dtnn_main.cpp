@@ -35,7 +35,7 @@
 #include "models/schedules.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
-#include "runtime/allreduce.hpp"
+#include "runtime/communicator.hpp"
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"
 #include "runtime/mpi.hpp"
@@ -336,7 +336,7 @@ int run_train(TrainArgs a, int benchmark) {
     if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", file.string(), c.step, c.epoch);
   }
 
-  std::unique_ptr<dtnn::runtime::GradientReducer> reducer;
+  std::unique_ptr<dtnn::runtime::Communicator> reducer;
   if (mpi.active()) {
     // Everything that must agree for the ranks to train one model together.
     const std::string options = fmt::format(
@@ -363,12 +363,10 @@ int run_train(TrainArgs a, int benchmark) {
       throw InvalidArgument("--allreduce-backend nccl: the gradients are not on a GPU (no CUDA worker, or "
                             "--device cpu), expected mpi");
     }
-    reducer = std::make_unique<dtnn::runtime::GradientReducer>(
-        mpi, dtnn::runtime::ReducerOptions()
+    reducer = std::make_unique<dtnn::runtime::Communicator>(
+        mpi, dtnn::runtime::CommunicatorOptions()
                  .mode(a.allreduce == "blocking" ? dtnn::runtime::AllreduceMode::kBlocking
                                                  : dtnn::runtime::AllreduceMode::kOverlapped)
-                 .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024))
-                 .tail_buckets(a.tail_buckets)
                  .backend(nccl ? dtnn::runtime::AllreduceBackend::kNccl : dtnn::runtime::AllreduceBackend::kMpi)
                  .cuda_device(engine.cuda_workers() > 0 ? dtnn::runtime::local_rank() % std::max(1, dtnn::runtime::cuda_device_count()) : 0));
   }
@@ -384,7 +382,10 @@ int run_train(TrainArgs a, int benchmark) {
                          .label_smoothing(a.label_smoothing)
                          .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
                          .initial_step(initial_step)
-                         .data_parallel({&mpi, reducer.get(), a.drop_last, a.sync_bn});
+                         .data_parallel({&mpi, reducer.get(), a.drop_last, a.sync_bn,
+                                         dtnn::BucketOptions()
+                                             .bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024))
+                                             .tail_buckets(a.tail_buckets)});
   if (a.warmup_epochs > 0) {
     fit_options.callback(std::make_shared<dtnn::WarmUp>(
         dtnn::Epochs{static_cast<std::int64_t>(std::ceil(a.warmup_epochs))}, a.warmup_start));
