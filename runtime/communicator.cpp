@@ -255,6 +255,47 @@ void Communicator::wait_for(Request& r) {
   }
 }
 
+std::unique_ptr<Communicator::Request> Communicator::next_request() {
+  if (queue_.empty() || !queue_.front()->ready()) return nullptr;
+  const Request& front = *queue_.front();
+  if (failure_.empty() && mode_ == AllreduceMode::kBlocking && front.step >= 0) {
+    // The baseline waits for the step's whole backward pass: the step ended and every sum of it is ready.
+    if (front.step >= steps_closed_) return nullptr;
+    for (const auto& r : queue_) {
+      if (r->step != front.step) break;
+      if (!r->ready()) return nullptr;
+    }
+  }
+  std::unique_ptr<Request> r = std::move(queue_.front());
+  queue_.pop_front();
+  return r;
+}
+
+int Communicator::dispatch(Request& r, int failed) {
+  if (failed) {
+    // Nothing is communicated any more: the tensors go back to the task graph as they are.
+    r.release();
+    return 0;
+  }
+  if (!launch(r)) return 0;
+  if (mode_ == AllreduceMode::kOverlapped) return 1;
+  wait_for(r);
+  finish(r);
+  return 0;
+}
+
+std::size_t Communicator::complete_flights() {
+  const std::size_t before = flying_.size();
+  for (auto& r : flying_) {
+    if (test(*r)) {
+      finish(*r);
+      r.reset();
+    }
+  }
+  flying_.erase(std::remove(flying_.begin(), flying_.end(), nullptr), flying_.end());
+  return before - flying_.size();
+}
+
 void Communicator::run() noexcept {
   try {
     sums_->attach_thread();
@@ -267,40 +308,12 @@ void Communicator::run() noexcept {
   auto pause = std::chrono::microseconds(10);
   while (true) {
     // Start, in submission order, every request whose tensors are all acquired.
-    while (!queue_.empty()) {
-      Request& front = *queue_.front();
-      if (!front.ready()) break;
+    while (std::unique_ptr<Request> r = next_request()) {
       const int failed = failure_.empty() ? 0 : 1;
-      if (!failed) {
-        const bool allowed = mode_ == AllreduceMode::kOverlapped || front.step < 0 || front.step < steps_closed_;
-        if (!allowed) break;
-        if (mode_ == AllreduceMode::kBlocking && front.step >= 0) {
-          // The baseline waits for the step's whole backward pass: every sum of the step must be ready.
-          bool all = true;
-          for (const auto& r : queue_) {
-            if (r->step != front.step) break;
-            all = all && r->ready();
-          }
-          if (!all) break;
-        }
-      }
-      std::unique_ptr<Request> r = std::move(queue_.front());
-      queue_.pop_front();
       lock.unlock();
-      int started = 0;
-      if (failed) {
-        // Nothing is communicated any more: the tensors go back to the task graph as they are.
-        r->release();
-      } else {
-        started = launch(*r);
-      }
-      if (started && mode_ == AllreduceMode::kBlocking) {
-        wait_for(*r);
-        finish(*r);
-        started = 0;
-      }
+      const int in_flight = dispatch(*r, failed);
       lock.lock();
-      if (started) {
+      if (in_flight) {
         flying_.push_back(std::move(r));
       } else {
         --pending_;
@@ -309,17 +322,10 @@ void Communicator::run() noexcept {
     }
     if (!flying_.empty()) {
       lock.unlock();
-      for (auto& r : flying_) {
-        if (test(*r)) {
-          finish(*r);
-          r.reset();
-        }
-      }
-      const auto before = flying_.size();
-      flying_.erase(std::remove(flying_.begin(), flying_.end(), nullptr), flying_.end());
+      const std::size_t completed = complete_flights();
       lock.lock();
-      if (flying_.size() < before) {
-        pending_ -= static_cast<std::int64_t>(before - flying_.size());
+      if (completed > 0) {
+        pending_ -= static_cast<std::int64_t>(completed);
         cv_.notify_all();
         pause = std::chrono::microseconds(10);
       }

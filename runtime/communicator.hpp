@@ -11,6 +11,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -88,6 +89,13 @@ class Communicator {
   void close_step() noexcept;
   void wait_drained();
   void run() noexcept;
+  // Under the lock: the front request when it may start now (or, after a failure, be released), else null.
+  std::unique_ptr<Request> next_request();
+  // Takes r as far as the mode goes: 1 when it is in flight (kOverlapped), 0 when it is done (completed in
+  // kBlocking, failed to start, or released unsent after a failure).
+  int dispatch(Request& r, int failed);
+  // Tests every collective in flight, finishes the completed ones; returns how many completed.
+  std::size_t complete_flights();
   // Starts r; 0 when the start failed (recorded, r's tensors released).
   int launch(Request& r);
   void finish(Request& r);
