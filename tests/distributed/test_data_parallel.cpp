@@ -146,6 +146,45 @@ TEST(DataParallelTest, UnevenLastBatchIsSplitAcrossRanks) {
   EXPECT_EQ(all[0], all[1]);
 }
 
+// The library's set-up, as the command line uses it: rank 0's weights on every rank, a communicator, training
+// that keeps the ranks bitwise together.
+TEST(DataParallelRunTest, RanksStartFromRankZerosWeightsAndTrainTogether) {
+  const io::Dataset data = io::synthetic_dataset(64, 1, 12, 12, 5, 3);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 10 + static_cast<std::uint64_t>(g_mpi->rank()));
+  Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+  FitOptions options = FitOptions().batch_size(4).tiles(2).steps_per_epoch(3).seed(1).verbose(0);
+  DataParallelOptions parallel = DataParallelOptions().buckets(BucketOptions().bytes(2048));
+  parallel.agreement(agreement_text(options, sgd, data, nullptr, parallel));
+  DataParallelRun run(*g_mpi, model, parallel);
+  ASSERT_NE(run.communicator(), nullptr);
+  const auto start = g_mpi->all_gather(model.weights_checksum(), "start checksums");
+  EXPECT_EQ(start[0], start[1]) << "rank 0's weights on every rank";
+  fit(model, sgd, data, options.data_parallel(run.data_parallel()));
+  run.wait_idle();
+  const auto end = g_mpi->all_gather(model.weights_checksum(), "end checksums");
+  EXPECT_EQ(end[0], end[1]);
+  EXPECT_NE(end[0], start[0]);
+}
+
+// Ranks that would bucket their gradients differently issue mismatched collectives: refused at the start.
+TEST(DataParallelRunTest, DataParallelOptionsThatDifferOnOneRankAreARankMismatch) {
+  const io::Dataset data = io::synthetic_dataset(64, 1, 12, 12, 5, 3);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 0);
+  Sgd sgd(SgdOptions(0.05f));
+  const FitOptions options = FitOptions().batch_size(4);
+  DataParallelOptions parallel =
+      DataParallelOptions().buckets(BucketOptions().bytes(g_mpi->rank() == 1 ? 1024 : 2048));
+  parallel.agreement(agreement_text(options, sgd, data, nullptr, parallel));
+  try {
+    DataParallelRun run(*g_mpi, model, parallel);
+    FAIL() << "expected RankMismatch on every rank";
+  } catch (const RankMismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 (hash"), std::string::npos) << e.what();
+  }
+}
+
 Sequential bn_cnn() {
   Sequential m;
   m.add<Conv2d>(Conv2dOptions(1, 4, 3).padding(1).bias(0))
