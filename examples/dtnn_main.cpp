@@ -6,7 +6,6 @@
 //   dtnn models     the model zoo
 //   dtnn summary    a model's layers, output shapes and parameters
 //   dtnn convert    a dataset (IDX, CIFAR binary) into an HDF5 file
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "examples/report.hpp"
 #include "io/augment.hpp"
 #include "io/checkpoint.hpp"
 #include "io/cifar.hpp"
@@ -35,10 +35,10 @@
 #include "models/step_probes.hpp"
 #include "models/distributed.hpp"
 #include "models/optimizers.hpp"
+#include "models/recipe.hpp"
 #include "models/schedules.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
-#include "runtime/allreduce.hpp"
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"
 #include "runtime/mpi.hpp"
@@ -154,12 +154,6 @@ void select_device(const RunArgs& a, const dtnn::runtime::Engine& engine) {
                                                                                    : Device::kCuda);
 }
 
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
 // trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
 std::string per_rank(const std::string& file, const dtnn::runtime::Mpi& mpi) {
   if (!mpi.active()) return file;
@@ -254,35 +248,91 @@ class FailAtStep : public dtnn::Callback {
   std::string mode_;
 };
 
-nlohmann::json epoch_json(const dtnn::EpochRecord& e) {
-  nlohmann::json j = {{"epoch", e.epoch},     {"loss", e.loss},      {"accuracy", e.accuracy},
-                      {"top5_accuracy", e.top5_accuracy}, {"mse", e.mse}, {"mae", e.mae},
-                      {"seconds", e.seconds}, {"images", e.images}, {"images_per_second", e.images_per_second()},
-                      {"learning_rate", e.learning_rate}};
-  if (!std::isnan(e.val_loss)) {
-    j["val_loss"] = e.val_loss;
-    j["val_accuracy"] = e.val_accuracy;
-  }
-  return j;
+dtnn::ScheduleOptions schedule_options(const TrainArgs& a) {
+  return dtnn::ScheduleOptions()
+      .warmup(a.warmup_epochs, a.warmup_start)
+      .cosine(a.lr_schedule == "cosine" ? 1 : 0)
+      .step_decay(a.lr_step_epochs)
+      .plateau_patience(a.plateau_patience)
+      .decay(a.lr_decay)
+      .min_lr(a.min_lr)
+      .early_stopping(a.early_stopping)
+      .monitor(a.monitor)
+      .stop_at_loss(a.stop_at_loss);
 }
 
-void write_history(const std::string& file, const dtnn::History& history) {
-  if (fs::path(file).extension() == ".json") {
-    nlohmann::json all = nlohmann::json::array();
-    for (const auto& e : history.epochs) all.push_back(epoch_json(e));
-    dtnn::runtime::write_text_file(file, all.dump(2) + "\n", "history");
-    return;
+dtnn::DataParallelOptions data_parallel_options(const TrainArgs& a) {
+  using dtnn::runtime::AllreduceBackend;
+  using dtnn::runtime::AllreduceMode;
+  auto o = dtnn::DataParallelOptions()
+               .mode(a.allreduce == "blocking" ? AllreduceMode::kBlocking : AllreduceMode::kOverlapped)
+               .buckets(dtnn::BucketOptions()
+                            .bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024))
+                            .tail_buckets(a.tail_buckets))
+               .sync_batchnorm(a.sync_bn)
+               .drop_last(a.drop_last);
+  if (a.allreduce_backend != "auto") {
+    o.backend(a.allreduce_backend == "nccl" ? AllreduceBackend::kNccl : AllreduceBackend::kMpi);
   }
-  std::string csv = "epoch,loss,accuracy,top5_accuracy,mse,mae,val_loss,val_accuracy,learning_rate,seconds,"
-                    "images_per_second\n";
-  for (const auto& e : history.epochs) {
-    csv += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{},{:.6g},{:.3f},{:.1f}\n", e.epoch, e.loss,
-                       e.accuracy, e.top5_accuracy, e.mse, e.mae,
-                       std::isnan(e.val_loss) ? "" : fmt::format("{:.6f}", e.val_loss),
-                       std::isnan(e.val_accuracy) ? "" : fmt::format("{:.6f}", e.val_accuracy), e.learning_rate,
-                       e.seconds, e.images_per_second());
+  return o;
+}
+
+dtnn::FitOptions train_fit_options(const TrainArgs& a, std::int64_t initial_step) {
+  return dtnn::FitOptions()
+      .epochs(a.epochs)
+      .batch_size(a.batch_size)
+      .tiles(a.tiles)
+      .seed(a.seed)
+      .steps_per_epoch(a.steps_per_epoch)
+      .verbose(a.quiet ? 0 : 1)
+      .loss(parse_loss(a.loss))
+      .label_smoothing(a.label_smoothing)
+      .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
+      .initial_step(initial_step);
+}
+
+// The callbacks of the program's own options: checkpoints (they need the zoo's name and options) and the fault
+// injection of the tests.
+void add_program_callbacks(dtnn::FitOptions& fit_options, const TrainArgs& a, const dtnn::models::ModelInfo& info,
+                           const dtnn::runtime::Mpi& mpi, int has_validation) {
+  if (!a.checkpoint_dir.empty()) {
+    fit_options.callback(std::make_shared<dtnn::CheckpointCallback>(
+        std::make_shared<dtnn::io::CheckpointDirectory>(a.checkpoint_dir, a.keep),
+        dtnn::CheckpointMeta{info.name, model_options_json(a, info), mpi.size()}, a.checkpoint_steps,
+        has_validation ? a.monitor : "loss", mpi.rank()));
   }
-  dtnn::runtime::write_text_file(file, csv, "history");
+  if (a.fail_step >= 0 && a.fail_rank == mpi.rank()) {
+    fit_options.callback(std::make_shared<FailAtStep>(a.fail_step, a.fail_mode));
+  }
+  if (!a.dag.empty()) {
+    fit_options.callback(std::make_shared<dtnn::DagCapture>(per_rank(a.dag, mpi), a.dag_step));
+  }
+}
+
+// What ran, as the report states it.
+nlohmann::json run_facts(const TrainArgs& a, const dtnn::models::ModelInfo& info, const dtnn::io::TrainTest& data,
+                         const dtnn::Sequential& model, const dtnn::runtime::Engine& engine,
+                         const dtnn::Optimizer& optimizer, const dtnn::runtime::Mpi& mpi) {
+  return {
+      {"model", info.name},
+      {"dataset", data.train.name},
+      {"train_samples", data.train.size()},
+      {"parameters", model.parameter_count()},
+      {"epochs", a.epochs},
+      {"batch_size", a.batch_size},
+      {"tiles", a.tiles},
+      {"conv", a.conv},
+      {"scheduler", engine.scheduler()},
+      {"workers", engine.cpu_workers()},
+      {"cuda_workers", engine.cuda_workers()},
+      {"device", dtnn::runtime::to_string(dtnn::runtime::task_device())},
+      {"seed", a.seed},
+      {"optimizer", optimizer.describe()},
+      {"engine", engine.describe()},
+      {"ranks", mpi.size()},
+      {"allreduce", mpi.active() ? a.allreduce : "none"},
+      {"priorities", a.priorities},
+  };
 }
 
 int run_train(TrainArgs a, int benchmark) {
@@ -292,6 +342,8 @@ int run_train(TrainArgs a, int benchmark) {
   const bool talk = root && !a.quiet;
   dtnn::runtime::Engine engine(engine_options(a, a.trace.empty() ? 0 : 1, &mpi));
   select_device(a, engine);
+  dtnn::runtime::set_task_priorities(a.priorities == "on" ? dtnn::runtime::Priorities::kOn
+                                                          : dtnn::runtime::Priorities::kOff);
   if (talk) {
     fmt::print("dtnn: {}{}\n", engine.describe(),
                mpi.active() ? fmt::format("; {} MPI ranks, allreduce {}", mpi.size(), a.allreduce) : "");
@@ -299,14 +351,7 @@ int run_train(TrainArgs a, int benchmark) {
   dtnn::io::TrainTest data = load_data(a, info, a.batch_size);
   std::optional<dtnn::io::Dataset> validation;
   if (a.validation_split > 0.0) {
-    const auto count = static_cast<std::int64_t>(std::llround(a.validation_split * data.train.size()));
-    if (count < 1 || count >= data.train.size()) {
-      throw InvalidArgument(fmt::format("--validation-split: {} of {} samples leaves {} for validation, expected "
-                                        "at least one sample on each side",
-                                        a.validation_split, data.train.size(), count));
-    }
-    validation = data.train.subset(data.train.size() - count, count);
-    data.train = data.train.subset(0, data.train.size() - count);
+    validation = dtnn::split_validation(data.train, a.validation_split);
   } else if (a.test_as_validation) {
     validation = data.test;
   }
@@ -318,127 +363,41 @@ int run_train(TrainArgs a, int benchmark) {
   if (a.scale_lr) {
     a.optimizer.learning_rate = dtnn::scale_lr_for_ranks(a.optimizer.learning_rate, mpi.size());
   }
-  // dtnn's SGD defaults to momentum 0.9 (what the default CNN is tuned for); other optimizers keep theirs.
-  std::transform(a.optimizer.name.begin(), a.optimizer.name.end(), a.optimizer.name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (a.optimizer.name == "sgd" && !a.optimizer.momentum) {
-    a.optimizer.momentum = 0.9f;
-  }
-  std::unique_ptr<dtnn::Optimizer> optimizer = dtnn::make_optimizer(a.optimizer);
-
+  std::unique_ptr<dtnn::Optimizer> optimizer = dtnn::make_default_optimizer(a.optimizer);
+  const dtnn::ScheduleOptions schedule = schedule_options(a);
   std::int64_t initial_step = 0;
   if (!a.resume.empty()) {
-    const fs::path file = dtnn::io::resolve_checkpoint(a.resume);
-    const dtnn::io::Checkpoint c = dtnn::io::load_checkpoint(file);
-    if (c.model_name != info.name) {
-      throw dtnn::DataError(fmt::format("{}: checkpoint of model '{}', expected '{}'", file.string(), c.model_name,
-                                        info.name));
-    }
-    const float base_lr = optimizer->learning_rate();
-    dtnn::restore_checkpoint(c, model, optimizer.get(), file);
-    // Warm-up and cosine are functions of the step and the base learning rate: they recompute the rate of step
-    // c.step from the base. Without them the checkpoint's rate (after step decays or plateaus) carries on.
-    if (a.lr_schedule == "cosine" || a.warmup_epochs > 0) optimizer->set_learning_rate(base_lr);
-    initial_step = c.step;
-    if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", file.string(), c.step, c.epoch);
+    const dtnn::ResumePoint at = dtnn::resume_training(a.resume, info.name, model, *optimizer, schedule);
+    initial_step = at.step;
+    if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", at.file.string(), at.step, at.epoch);
   }
 
-  std::unique_ptr<dtnn::runtime::GradientReducer> reducer;
-  if (mpi.active()) {
-    // Everything that must agree for the ranks to train one model together.
-    const std::string options = fmt::format(
-        "model={} dataset={} train={} test={} batch={} epochs={} steps={} optimizer={} lr={} seed={} drop_last={} "
-        "allreduce={} allreduce_backend={} bucket_mb={} tail_buckets={} conv={} loss={} sync_bn={}",
-        a.model, data.train.name, data.train.size(), data.test.size(), a.batch_size, a.epochs, a.steps_per_epoch,
-        optimizer->describe(), a.optimizer.learning_rate, a.seed, a.drop_last, a.allreduce, a.allreduce_backend,
-        a.bucket_mb, a.tail_buckets, a.conv, a.loss, a.sync_bn);
-    try {
-      dtnn::check_same_on_all_ranks(mpi, dtnn::structure_hash(model, options));
-    } catch (const InvalidArgument& e) {
-      // Every rank found the mismatch: each reports it before any exits (mpirun ends the job at the first
-      // non-zero exit, which could cut the others short).
-      fmt::print(stderr, "dtnn: error: {}\n", e.what());
-      std::fflush(stderr);
-      mpi.barrier("error report");
-      return 2;
-    }
-    dtnn::broadcast_weights(model, mpi);
-    // NCCL when the gradients live on this rank's GPU (auto), MPI otherwise.
-    const bool on_gpu = engine.cuda_workers() > 0 && dtnn::runtime::task_device() != dtnn::runtime::Device::kCpu;
-    const bool nccl = a.allreduce_backend == "nccl" || (a.allreduce_backend == "auto" && on_gpu);
-    if (nccl && !on_gpu) {
-      throw InvalidArgument("--allreduce-backend nccl: the gradients are not on a GPU (no CUDA worker, or "
-                            "--device cpu), expected mpi");
-    }
-    reducer = std::make_unique<dtnn::runtime::GradientReducer>(
-        mpi, dtnn::runtime::ReducerOptions()
-                 .mode(a.allreduce == "blocking" ? dtnn::runtime::AllreduceMode::kBlocking
-                                                 : dtnn::runtime::AllreduceMode::kOverlapped)
-                 .bucket_bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024))
-                 .tail_buckets(a.tail_buckets)
-                 .backend(nccl ? dtnn::runtime::AllreduceBackend::kNccl : dtnn::runtime::AllreduceBackend::kMpi)
-                 .cuda_device(engine.cuda_workers() > 0 ? dtnn::runtime::local_rank() % std::max(1, dtnn::runtime::cuda_device_count()) : 0));
+  dtnn::FitOptions fit_options = train_fit_options(a, initial_step);
+  dtnn::DataParallelOptions parallel = data_parallel_options(a);
+  parallel.agreement(fmt::format("model={} conv={} ", a.model, a.conv) +
+                     dtnn::agreement_text(fit_options, *optimizer, data.train, &data.test, parallel));
+  std::optional<dtnn::DataParallelRun> data_parallel;
+  try {
+    data_parallel.emplace(mpi, model, parallel);
+  } catch (const dtnn::RankMismatch& e) {
+    // Every rank found the mismatch: each reports it before any exits (mpirun ends the job at the first
+    // non-zero exit, which could cut the others short).
+    fmt::print(stderr, "dtnn: error: {}\n", e.what());
+    std::fflush(stderr);
+    mpi.barrier("error report");
+    return 2;
   }
-
-  auto fit_options = dtnn::FitOptions()
-                         .epochs(a.epochs)
-                         .batch_size(a.batch_size)
-                         .tiles(a.tiles)
-                         .seed(a.seed)
-                         .steps_per_epoch(a.steps_per_epoch)
-                         .verbose(a.quiet ? 0 : 1)
-                         .loss(parse_loss(a.loss))
-                         .label_smoothing(a.label_smoothing)
-                         .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
-                         .initial_step(initial_step)
-                         .data_parallel({&mpi, reducer.get(), a.drop_last, a.sync_bn});
-  if (a.warmup_epochs > 0) {
-    fit_options.callback(std::make_shared<dtnn::WarmUp>(
-        dtnn::Epochs{static_cast<std::int64_t>(std::ceil(a.warmup_epochs))}, a.warmup_start));
-  }
-  if (a.lr_step_epochs > 0) {
-    fit_options.callback(std::make_shared<dtnn::StepDecay>(a.lr_step_epochs, a.lr_decay, a.min_lr));
-  }
-  if (a.plateau_patience > 0) {
-    fit_options.callback(std::make_shared<dtnn::ReduceLROnPlateau>(
-        dtnn::ReduceLROnPlateauOptions(a.monitor).factor(a.lr_decay).patience(a.plateau_patience).min_lr(a.min_lr)));
-  }
-  if (a.lr_schedule == "cosine") {
-    fit_options.callback(std::make_shared<dtnn::CosineDecay>(
-        dtnn::CosineDecayOptions(dtnn::Epochs{a.epochs}).min_lr(a.min_lr)));
-  }
-  if (a.early_stopping > 0) {
-    fit_options.callback(
-        std::make_shared<dtnn::EarlyStopping>(dtnn::EarlyStoppingOptions(a.monitor).patience(a.early_stopping)));
-  }
-  if (a.stop_at_loss >= 0.0f) {
-    fit_options.callback(std::make_shared<dtnn::StopAtLoss>(
-        a.stop_at_loss, a.monitor.starts_with("val_") ? "val_loss" : "loss"));
-  }
-  if (!a.checkpoint_dir.empty()) {
-    fit_options.callback(std::make_shared<dtnn::CheckpointCallback>(
-        std::make_shared<dtnn::io::CheckpointDirectory>(a.checkpoint_dir, a.keep),
-        dtnn::CheckpointMeta{info.name, model_options_json(a, info), mpi.size()}, a.checkpoint_steps,
-        validation ? a.monitor : "loss", mpi.rank()));
-  }
-  if (a.fail_step >= 0 && a.fail_rank == mpi.rank()) {
-    fit_options.callback(std::make_shared<FailAtStep>(a.fail_step, a.fail_mode));
-  }
-  if (!a.dag.empty()) {
-    fit_options.callback(std::make_shared<dtnn::DagCapture>(per_rank(a.dag, mpi), a.dag_step));
-  }
+  fit_options.data_parallel(data_parallel->data_parallel());
+  for (auto& callback : dtnn::schedule_callbacks(schedule, a.epochs)) fit_options.callback(callback);
+  add_program_callbacks(fit_options, a, info, mpi, validation ? 1 : 0);
   const auto step_timer = std::make_shared<dtnn::StepTimer>();
   fit_options.callback(step_timer);
-  dtnn::runtime::set_task_priorities(a.priorities == "on" ? dtnn::runtime::Priorities::kOn
-                                                          : dtnn::runtime::Priorities::kOff);
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::start();
   }
   const dtnn::History history =
       dtnn::fit(model, *optimizer, data.train, fit_options, validation ? &*validation : nullptr);
-  if (reducer) {
-    reducer->wait_idle();
-  }
+  data_parallel->wait_idle();
   if (!a.trace.empty()) {
     dtnn::runtime::Tracer::stop();
     dtnn::runtime::Tracer::write_chrome_trace(per_rank(a.trace, mpi));
@@ -452,66 +411,17 @@ int run_train(TrainArgs a, int benchmark) {
   if (!root) {
     return 0;
   }
-
-  const double per_epoch =
-      history.epochs.empty() ? 0.0 : history.train_seconds() / static_cast<double>(history.epochs.size());
-  const double after_first = history.images_per_second_after_first();
-  fmt::print("Training time: {:.2f} s ({:.2f} s per epoch), throughput {:.1f} images/s{}\n", history.train_seconds(),
-             per_epoch, history.images_per_second(),
-             std::isnan(after_first) ? "" : fmt::format(" ({:.1f} images/s without the first epoch)", after_first));
-  if (test) {
-    fmt::print("Test accuracy: {:.2f}% (top-5 {:.2f}%, loss {:.4f}) on {} samples\n", 100.0 * test->accuracy,
-               100.0 * test->top5_accuracy, test->loss, test->samples);
-  }
-  fmt::print("Peak memory: {:.1f} MiB\n", peak_rss_mb());
+  dtnn::cli::print_train_summary(history, test);
   if (!a.trace.empty()) {
     fmt::print("Trace: {} ({} events)\n", per_rank(a.trace, mpi), dtnn::runtime::Tracer::events().size());
   }
   if (!a.history.empty()) {
-    write_history(a.history, history);
+    dtnn::cli::write_history(a.history, history);
   }
   if (!a.report.empty()) {
-    nlohmann::json epochs = nlohmann::json::array();
-    for (const auto& e : history.epochs) epochs.push_back(epoch_json(e));
-    nlohmann::json all_checksums = nlohmann::json::array();
-    for (std::uint64_t c : checksums) all_checksums.push_back(fmt::format("{:016x}", c));
-    nlohmann::json doc = {
-        {"model", info.name},
-        {"dataset", data.train.name},
-        {"train_samples", data.train.size()},
-        {"parameters", model.parameter_count()},
-        {"epochs", a.epochs},
-        {"batch_size", a.batch_size},
-        {"tiles", a.tiles},
-        {"conv", a.conv},
-        {"scheduler", engine.scheduler()},
-        {"workers", engine.cpu_workers()},
-        {"cuda_workers", engine.cuda_workers()},
-        {"device", dtnn::runtime::to_string(dtnn::runtime::task_device())},
-        {"seed", a.seed},
-        {"optimizer", optimizer->describe()},
-        {"engine", engine.describe()},
-        {"ranks", mpi.size()},
-        {"allreduce", mpi.active() ? a.allreduce : "none"},
-        {"train_seconds", history.train_seconds()},
-        {"seconds_per_epoch", per_epoch},
-        {"images_per_second", history.images_per_second()},
-        {"images_per_second_after_first_epoch",
-         std::isnan(after_first) ? nlohmann::json() : nlohmann::json(after_first)},
-        {"peak_rss_mb", peak_rss_mb()},
-        {"weights_checksum", fmt::format("{:016x}", checksums[0])},
-        {"weights_checksums", all_checksums},
-        {"history", epochs},
-        {"priorities", a.priorities},
-        {"step_seconds", step_timer->seconds()},
-    };
-    if (test) {
-      doc["test_accuracy"] = test->accuracy;
-      doc["test_top5_accuracy"] = test->top5_accuracy;
-      doc["test_loss"] = test->loss;
-      doc["test_samples"] = test->samples;
-    }
-    dtnn::runtime::write_text_file(a.report, doc.dump(2) + "\n", "report");
+    nlohmann::json run = run_facts(a, info, data, model, engine, *optimizer, mpi);
+    run["step_seconds"] = step_timer->seconds();
+    dtnn::cli::write_train_report(a.report, std::move(run), history, test, checksums);
   }
   return 0;
 }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "layers/random.hpp"
-#include "runtime/allreduce.hpp"
+#include "runtime/communicator.hpp"
 #include "runtime/tensor.hpp"
 
 namespace dtnn {
@@ -28,9 +28,9 @@ struct Parameter {
 };
 
 // BatchNorm statistics over every rank's rows of the batch (synchronised BatchNorm in data-parallel training):
-// the per-sample partial sums are gathered from all ranks through the reducer's communication thread.
+// the per-sample partial sums are gathered from all ranks through the communicator's thread.
 struct BatchSync {
-  runtime::GradientReducer* reducer = nullptr;
+  runtime::Communicator* reducer = nullptr;
   std::vector<std::int64_t> rows_per_rank;  // this step's rows on each rank, in rank order
 };
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The training loop. Each step is unrolled into one task graph (load, forward of every tile, loss, backward,
-// tile-gradient sums, updates); the driver submits step k+1 without waiting for step k, keeping at most two
-// steps in flight (two sets of activation buffers), and waits only for the metrics it reports.
+// The training loop: epochs of steps, each step one task graph submitted by TrainStep (models/train_step.hpp);
+// the driver submits step k+1 without waiting for step k, keeping at most two steps in flight (two sets of
+// activation buffers), and waits only for the metrics it reports.
 #pragma once
 
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "io/dataset.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
-#include "runtime/allreduce.hpp"
+#include "models/train_step.hpp"
 #include "runtime/mpi.hpp"
 
 namespace dtnn {
@@ -68,15 +68,6 @@ struct TrainState {
   std::int64_t step = 0;      // global step index (0-based), the one about to run in on_batch_begin
   std::int64_t steps_per_epoch = 0;
   int stop = 0;               // set to 1 to end training after this epoch
-};
-
-// Synchronous data parallelism across MPI ranks: every rank takes its shard of each global batch
-// (batch_size per rank), gradients are summed by the reducer, metrics averaged over the ranks.
-struct DataParallel {
-  const runtime::Mpi* mpi = nullptr;             // null or a world of one: no communication
-  runtime::GradientReducer* reducer = nullptr;   // required when the world has several ranks
-  int drop_last = 0;                             // 1: drop a last global batch smaller than the others
-  int sync_batchnorm = 0;                        // 1: BatchNorm statistics over every rank's rows
 };
 
 struct FitOptions {

@@ -48,14 +48,13 @@ std::vector<std::vector<float>> train_data_parallel(
   Sequential model = small_cnn();
   model.build({1, 12, 12}, 100 + static_cast<std::uint64_t>(g_mpi->rank()));  // different on purpose:
   broadcast_weights(model, *g_mpi);                                           // rank 0's weights win
-  runtime::GradientReducer reducer(
-      *g_mpi, runtime::ReducerOptions().mode(mode).bucket_bytes(bucket_bytes).backend(backend).cuda_device(
-                  runtime::local_rank()));
+  runtime::Communicator comm(
+      *g_mpi, runtime::CommunicatorOptions().mode(mode).backend(backend).cuda_device(runtime::local_rank()));
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
   fit(model, sgd, data,
       FitOptions().batch_size(batch).tiles(2).steps_per_epoch(10).seed(4).verbose(0).data_parallel(
-          {g_mpi, &reducer, 0}));
-  reducer.wait_idle();
+          {g_mpi, &comm, 0, 0, BucketOptions().bytes(bucket_bytes)}));
+  comm.wait_idle();
   *checksum = model.weights_checksum();
   return weights(model);
 }
@@ -133,18 +132,57 @@ TEST(DataParallelTest, UnevenLastBatchIsSplitAcrossRanks) {
   const io::Dataset data = io::synthetic_dataset(21, 1, 12, 12, 5, 2);
   Sequential model = small_cnn();
   model.build({1, 12, 12}, 1);
-  runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions());
+  runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
   Sgd sgd(SgdOptions(0.01f));
   const History h = fit(model, sgd, data,
-                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &reducer, 0}));
+                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &comm, 0}));
   EXPECT_EQ(h.epochs[0].images, 21);
   Sequential dropped = small_cnn();
   dropped.build({1, 12, 12}, 1);
   const History d = fit(dropped, sgd, data,
-                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &reducer, 1}));
+                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &comm, 1}));
   EXPECT_EQ(d.epochs[0].images, 16);
   const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
   EXPECT_EQ(all[0], all[1]);
+}
+
+// The library's set-up, as the command line uses it: rank 0's weights on every rank, a communicator, training
+// that keeps the ranks bitwise together.
+TEST(DataParallelRunTest, RanksStartFromRankZerosWeightsAndTrainTogether) {
+  const io::Dataset data = io::synthetic_dataset(64, 1, 12, 12, 5, 3);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 10 + static_cast<std::uint64_t>(g_mpi->rank()));
+  Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+  FitOptions options = FitOptions().batch_size(4).tiles(2).steps_per_epoch(3).seed(1).verbose(0);
+  DataParallelOptions parallel = DataParallelOptions().buckets(BucketOptions().bytes(2048));
+  parallel.agreement(agreement_text(options, sgd, data, nullptr, parallel));
+  DataParallelRun run(*g_mpi, model, parallel);
+  ASSERT_NE(run.communicator(), nullptr);
+  const auto start = g_mpi->all_gather(model.weights_checksum(), "start checksums");
+  EXPECT_EQ(start[0], start[1]) << "rank 0's weights on every rank";
+  fit(model, sgd, data, options.data_parallel(run.data_parallel()));
+  run.wait_idle();
+  const auto end = g_mpi->all_gather(model.weights_checksum(), "end checksums");
+  EXPECT_EQ(end[0], end[1]);
+  EXPECT_NE(end[0], start[0]);
+}
+
+// Ranks that would bucket their gradients differently issue mismatched collectives: refused at the start.
+TEST(DataParallelRunTest, DataParallelOptionsThatDifferOnOneRankAreARankMismatch) {
+  const io::Dataset data = io::synthetic_dataset(64, 1, 12, 12, 5, 3);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 0);
+  Sgd sgd(SgdOptions(0.05f));
+  const FitOptions options = FitOptions().batch_size(4);
+  DataParallelOptions parallel =
+      DataParallelOptions().buckets(BucketOptions().bytes(g_mpi->rank() == 1 ? 1024 : 2048));
+  parallel.agreement(agreement_text(options, sgd, data, nullptr, parallel));
+  try {
+    DataParallelRun run(*g_mpi, model, parallel);
+    FAIL() << "expected RankMismatch on every rank";
+  } catch (const RankMismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 (hash"), std::string::npos) << e.what();
+  }
 }
 
 Sequential bn_cnn() {
@@ -173,23 +211,40 @@ double worst_difference(const std::vector<std::vector<float>>& a, const std::vec
 }
 
 // Tail buckets: at a layer boundary the open bucket closes once it holds at least the elements still to come, so
-// the buckets shrink towards the first layers; without them only the size closes a bucket.
+// the buckets shrink towards the first layers; without them only the size closes a bucket. Each closed bucket is
+// one sum over the ranks.
 TEST(DataParallelTest, TailBucketsCloseWhenTheRestOfTheStepIsSmaller) {
   for (const int tail : {1, 0}) {
-    runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions().bucket_bytes(1 << 20).tail_buckets(tail));
+    BucketPolicy buckets(BucketOptions().bytes(1 << 20).tail_buckets(tail));
+    runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
     std::vector<Tensor> grads;
     for (const std::int64_t n : {1000, 300, 200, 100}) grads.emplace_back(Shape{n});
     for (auto& g : grads) g.fill(static_cast<float>(g_mpi->rank() + 1));
-    EXPECT_EQ(reducer.add(grads[0], "a"), 0);
-    EXPECT_EQ(reducer.layer_boundary(600), tail) << "1000 elements in the bucket, 600 to come";
-    EXPECT_EQ(reducer.add(grads[1], "b"), 0);
-    EXPECT_EQ(reducer.layer_boundary(300), tail) << "300 in the bucket, 300 to come";
-    EXPECT_EQ(reducer.add(grads[2], "c"), 0);
-    EXPECT_EQ(reducer.layer_boundary(100), tail) << "200 in the bucket, 100 to come";
-    EXPECT_EQ(reducer.add(grads[3], "d"), 0);
-    EXPECT_EQ(reducer.layer_boundary(150), 0) << "100 in the bucket, 150 to come";
-    reducer.end_step();
-    reducer.wait_idle();
+    std::vector<Tensor*> open;
+    // Adds a gradient to the open bucket; the bucket's sum is issued when the policy closes it.
+    auto add = [&](Tensor& g) {
+      open.push_back(&g);
+      return buckets.add(static_cast<std::size_t>(g.numel()));
+    };
+    auto boundary = [&](std::size_t to_come) {
+      const int closed = buckets.layer_boundary(to_come);
+      if (closed) {
+        comm.sum(open, "bucket");
+        open.clear();
+      }
+      return closed;
+    };
+    EXPECT_EQ(add(grads[0]), 0);
+    EXPECT_EQ(boundary(600), tail) << "1000 elements in the bucket, 600 to come";
+    EXPECT_EQ(add(grads[1]), 0);
+    EXPECT_EQ(boundary(300), tail) << "300 in the bucket, 300 to come";
+    EXPECT_EQ(add(grads[2]), 0);
+    EXPECT_EQ(boundary(100), tail) << "200 in the bucket, 100 to come";
+    EXPECT_EQ(add(grads[3]), 0);
+    EXPECT_EQ(boundary(150), 0) << "100 in the bucket, 150 to come";
+    if (buckets.end_step()) comm.sum(open, "bucket");
+    comm.end_step();
+    comm.wait_idle();
     for (auto& g : grads) {
       for (const float v : g.to_vector()) ASSERT_EQ(v, 3.0f) << "tail " << tail;  // 1 + 2 over the two ranks
     }
@@ -202,12 +257,12 @@ TEST(DataParallelTest, SynchronisedBatchNormEqualsOneRankWithTheGlobalBatch) {
   auto train_dp = [&](int sync, runtime::AllreduceMode mode) {
     Sequential model = bn_cnn();
     model.build({1, 12, 12}, 7);
-    runtime::GradientReducer reducer(*g_mpi, runtime::ReducerOptions().mode(mode).bucket_bytes(1024));
+    runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions().mode(mode));
     Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
     fit(model, sgd, data,
         FitOptions().batch_size(batch).tiles(2).steps_per_epoch(6).seed(2).verbose(0).data_parallel(
-            {g_mpi, &reducer, 0, sync}));
-    reducer.wait_idle();
+            {g_mpi, &comm, 0, sync, BucketOptions().bytes(1024)}));
+    comm.wait_idle();
     const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
     EXPECT_EQ(all[0], all[1]) << "ranks differ, sync " << sync;
     return state(model);

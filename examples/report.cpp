@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "examples/report.hpp"
+
+#include <sys/resource.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "runtime/text_file.hpp"
+
+namespace dtnn::cli {
+namespace {
+
+nlohmann::json epoch_json(const EpochRecord& e) {
+  nlohmann::json j = {{"epoch", e.epoch},     {"loss", e.loss},      {"accuracy", e.accuracy},
+                      {"top5_accuracy", e.top5_accuracy}, {"mse", e.mse}, {"mae", e.mae},
+                      {"seconds", e.seconds}, {"images", e.images}, {"images_per_second", e.images_per_second()},
+                      {"learning_rate", e.learning_rate}};
+  if (!std::isnan(e.val_loss)) {
+    j["val_loss"] = e.val_loss;
+    j["val_accuracy"] = e.val_accuracy;
+  }
+  return j;
+}
+
+double seconds_per_epoch(const History& history) {
+  return history.epochs.empty() ? 0.0 : history.train_seconds() / static_cast<double>(history.epochs.size());
+}
+
+}  // namespace
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+void print_train_summary(const History& history, const std::optional<EvalResult>& test) {
+  const double after_first = history.images_per_second_after_first();
+  fmt::print("Training time: {:.2f} s ({:.2f} s per epoch), throughput {:.1f} images/s{}\n", history.train_seconds(),
+             seconds_per_epoch(history), history.images_per_second(),
+             std::isnan(after_first) ? "" : fmt::format(" ({:.1f} images/s without the first epoch)", after_first));
+  if (test) {
+    fmt::print("Test accuracy: {:.2f}% (top-5 {:.2f}%, loss {:.4f}) on {} samples\n", 100.0 * test->accuracy,
+               100.0 * test->top5_accuracy, test->loss, test->samples);
+  }
+  fmt::print("Peak memory: {:.1f} MiB\n", peak_rss_mb());
+}
+
+void write_history(const std::string& file, const History& history) {
+  if (std::filesystem::path(file).extension() == ".json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& e : history.epochs) all.push_back(epoch_json(e));
+    runtime::write_text_file(file, all.dump(2) + "\n", "history");
+    return;
+  }
+  std::string csv = "epoch,loss,accuracy,top5_accuracy,mse,mae,val_loss,val_accuracy,learning_rate,seconds,"
+                    "images_per_second\n";
+  for (const auto& e : history.epochs) {
+    csv += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{},{:.6g},{:.3f},{:.1f}\n", e.epoch, e.loss,
+                       e.accuracy, e.top5_accuracy, e.mse, e.mae,
+                       std::isnan(e.val_loss) ? "" : fmt::format("{:.6f}", e.val_loss),
+                       std::isnan(e.val_accuracy) ? "" : fmt::format("{:.6f}", e.val_accuracy), e.learning_rate,
+                       e.seconds, e.images_per_second());
+  }
+  runtime::write_text_file(file, csv, "history");
+}
+
+void write_train_report(const std::string& file, nlohmann::json run, const History& history,
+                        const std::optional<EvalResult>& test, const std::vector<std::uint64_t>& checksums) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : history.epochs) epochs.push_back(epoch_json(e));
+  nlohmann::json all_checksums = nlohmann::json::array();
+  for (std::uint64_t c : checksums) all_checksums.push_back(fmt::format("{:016x}", c));
+  const double after_first = history.images_per_second_after_first();
+  run["train_seconds"] = history.train_seconds();
+  run["seconds_per_epoch"] = seconds_per_epoch(history);
+  run["images_per_second"] = history.images_per_second();
+  run["images_per_second_after_first_epoch"] = std::isnan(after_first) ? nlohmann::json() : nlohmann::json(after_first);
+  run["peak_rss_mb"] = peak_rss_mb();
+  run["weights_checksum"] = fmt::format("{:016x}", checksums.at(0));
+  run["weights_checksums"] = all_checksums;
+  run["history"] = epochs;
+  if (test) {
+    run["test_accuracy"] = test->accuracy;
+    run["test_top5_accuracy"] = test->top5_accuracy;
+    run["test_loss"] = test->loss;
+    run["test_samples"] = test->samples;
+  }
+  runtime::write_text_file(file, run.dump(2) + "\n", "report");
+}
+
+}  // namespace dtnn::cli

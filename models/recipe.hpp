@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the dtnn program makes of its options, as library calls, so that a program of one's own trains as the
+// command line does: the learning-rate schedules and stopping rules as fit() callbacks, dtnn's optimizer
+// defaults, the validation split, and resuming from a checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/dataset.hpp"
+#include "models/optimizers.hpp"
+#include "models/sequential.hpp"
+#include "models/training.hpp"
+
+namespace dtnn {
+
+// The schedules that apply together (models/schedules.hpp): a warm-up, then the cosine decay (or a constant
+// rate), with step decay and plateau reductions on top; early stopping and a loss threshold end training.
+struct ScheduleOptions {
+  // Linear warm-up over `epochs` (rounded up to whole epochs) from start_factor x lr; 0: none.
+  ScheduleOptions& warmup(double epochs, float start_factor) { warmup_epochs_ = epochs; warmup_start_ = start_factor; return *this; }
+  // 1: cosine decay per step over all the epochs, to min_lr; 0: a constant rate.
+  ScheduleOptions& cosine(int on) { cosine_ = on; return *this; }
+  // lr *= decay every `every_epochs` epochs; 0: never.
+  ScheduleOptions& step_decay(int every_epochs) { lr_step_epochs_ = every_epochs; return *this; }
+  // lr *= decay after `epochs` epochs without improvement of the monitored metric; 0: never.
+  ScheduleOptions& plateau_patience(int epochs) { plateau_patience_ = epochs; return *this; }
+  // The factor of step_decay and plateau_patience.
+  ScheduleOptions& decay(float factor) { lr_decay_ = factor; return *this; }
+  ScheduleOptions& min_lr(float lr) { min_lr_ = lr; return *this; }
+  // Stop after `epochs` epochs without improvement of the monitored metric, restoring the best weights; 0: never.
+  ScheduleOptions& early_stopping(int epochs) { early_stopping_ = epochs; return *this; }
+  // "val_loss", "val_accuracy", "loss" or "accuracy".
+  ScheduleOptions& monitor(std::string metric) { monitor_ = std::move(metric); return *this; }
+  // Stop once the loss (the validation loss when the monitor is a val_ metric) is at or below this; < 0: never.
+  ScheduleOptions& stop_at_loss(float loss) { stop_at_loss_ = loss; return *this; }
+
+  double warmup_epochs_ = 0.0;
+  float warmup_start_ = 0.1f;
+  int cosine_ = 1;
+  int lr_step_epochs_ = 0;
+  int plateau_patience_ = 0;
+  float lr_decay_ = 0.1f;
+  float min_lr_ = 0.0f;
+  int early_stopping_ = 0;
+  std::string monitor_ = "val_loss";
+  float stop_at_loss_ = -1.0f;
+};
+
+// The callbacks of the schedules, in the order they must run, for a run of `epochs` epochs.
+std::vector<std::shared_ptr<Callback>> schedule_callbacks(const ScheduleOptions& options, int epochs);
+
+// make_optimizer with dtnn's defaults: the name in any case, and SGD's momentum 0.9 unless given (what the zoo's
+// models are tuned for; the other optimizers keep their own defaults).
+std::unique_ptr<Optimizer> make_default_optimizer(OptimizerConfig config);
+
+// Keeps the last round(fraction x size) samples of `train` apart for validation (Keras's validation_split):
+// returns them, and `train` keeps the others. Throws InvalidArgument unless both sides keep a sample.
+io::Dataset split_validation(io::Dataset& train, double fraction);
+
+// Where a resumed run starts.
+struct ResumePoint {
+  std::filesystem::path file;
+  std::int64_t step = 0;   // global steps done: FitOptions::initial_step
+  std::int64_t epoch = 0;  // epochs done
+};
+
+// Restores the model and the optimizer from a checkpoint file, or the newest in a directory, written by a run of
+// the model named `model_name` (DataError otherwise). The learning rate is the checkpoint's, except under
+// warm-up or the cosine decay: they compute the rate of every step from the base rate, which stays the
+// optimizer's.
+ResumePoint resume_training(const std::filesystem::path& file_or_dir, const std::string& model_name,
+                            Sequential& model, Optimizer& optimizer, const ScheduleOptions& schedule);
+
+}  // namespace dtnn

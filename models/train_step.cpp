@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "models/train_step.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/errors.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn {
+namespace {
+
+// Priorities: loading the next batch first, so that no worker waits for data; backward-data (the critical
+// path of a step) above forward and weight gradients.
+constexpr int kLoadPriority = 3;
+constexpr int kLossPriority = 2;
+
+}  // namespace
+
+StepSlot& StepSlots::slot(std::int64_t rows, std::int64_t step) {
+  auto& pair = slots_[rows];
+  auto& s = pair[static_cast<std::size_t>(step % 2)];
+  if (!s) {
+    s = std::make_unique<StepSlot>();
+    s->rows = rows;
+    model_.allocate(rows, tiles_, s->acts, training_ ? &s->grads : nullptr);
+    s->targets = Tensor(s->acts.back().shape(), tiles_);
+    if (!training_) {
+      s->scratch = Tensor(s->acts.back().shape(), tiles_);
+    }
+    s->stats = Tensor({s->acts[0].tiles(), kLossStats}, s->acts[0].tiles());
+  }
+  return *s;
+}
+
+StepStats& StepStats::operator+=(const StepStats& o) {
+  for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += o.sums[i];
+  rows += o.rows;
+  return *this;
+}
+
+void StepStats::sum_over_ranks(const runtime::Mpi* mpi, const std::string& what) {
+  if (mpi == nullptr || !mpi->active()) return;
+  std::array<double, kLossStats + 1> all{};
+  std::copy(sums.begin(), sums.end(), all.begin());
+  all.back() = static_cast<double>(rows);
+  mpi->sum(all.data(), static_cast<int>(all.size()), what);
+  std::copy(all.begin(), all.end() - 1, sums.begin());
+  rows = static_cast<std::int64_t>(all.back());
+}
+
+StepStats read_step_stats(StepSlot& s) {
+  StepStats out;
+  {
+    auto stats = s.stats.read();
+    for (int t = 0; t < s.stats.tiles(); ++t) {
+      for (int k = 0; k < kLossStats; ++k) {
+        out.sums[static_cast<std::size_t>(k)] += stats[t * kLossStats + k];
+      }
+    }
+  }
+  out.rows = s.rows;
+  s.pending = 0;
+  runtime::rethrow_task_failures();
+  return out;
+}
+
+void submit_batch_load(StepSlot& s, const io::Dataset& data, std::span<const std::int64_t> indices, float smoothing,
+                       const codelets::Augmentation* augmentation) {
+  const codelets::SampleSource source{data.reader ? nullptr : data.images.data(), data.reader.get(),
+                                      data.labels.data(), data.sample_elements(), data.classes, smoothing};
+  for (int t = 0; t < s.acts[0].tiles(); ++t) {
+    const TileRange r = s.acts[0].tile_range(t);
+    codelets::submit_gather_batch({"data", kLoadPriority}, source,
+                                  indices.subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.count)),
+                                  augmentation, s.acts[0], s.targets, t);
+  }
+}
+
+void submit_batch_loss(StepSlot& s, codelets::LossKind kind, float grad_scale, Tensor& dlogits) {
+  for (int t = 0; t < s.acts.back().tiles(); ++t) {
+    codelets::submit_loss_fwd_bwd({"loss", kLossPriority}, kind, s.acts.back(), s.targets, grad_scale, dlogits,
+                                  s.stats, t);
+  }
+}
+
+void check_model_fits(const Sequential& model, const io::Dataset& data, const char* who) {
+  if (!model.built()) {
+    throw InvalidArgument(fmt::format("{}: the model is not built, expected build() before training", who));
+  }
+  const Shape sample{data.channels, data.height, data.width};
+  if (model.input_shape() != sample) {
+    throw InvalidArgument(fmt::format("{}: dataset {} has samples of shape {}, the model expects {}", who, data.name,
+                                      to_string(sample), to_string(model.input_shape())));
+  }
+  if (model.output_shape() != Shape{data.classes}) {
+    throw InvalidArgument(fmt::format("{}: dataset {} has {} classes, the model outputs {}", who, data.name,
+                                      data.classes, to_string(model.output_shape())));
+  }
+  if (data.size() < 1) {
+    throw InvalidArgument(fmt::format("{}: dataset {} is empty", who, data.name));
+  }
+}
+
+void check_step_options(const TrainStepOptions& o, const char* who) {
+  if (!(o.label_smoothing_ >= 0.0f && o.label_smoothing_ < 1.0f)) {
+    throw InvalidArgument(fmt::format("{}: label smoothing {}, expected 0 <= smoothing < 1", who, o.label_smoothing_));
+  }
+  if (o.tiles_ < 1) {
+    throw InvalidArgument(fmt::format("{}: tiles={}, expected tiles >= 1", who, o.tiles_));
+  }
+  io::check_augment_options(o.augment_);
+  const DataParallel& dp = o.data_parallel_;
+  const int world = dp.mpi != nullptr ? dp.mpi->size() : 1;
+  if (world > 1 && dp.communicator == nullptr) {
+    throw InvalidArgument(fmt::format("{}: {} ranks without a communicator", who, world));
+  }
+}
+
+TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions options)
+    : model_(model), optimizer_(optimizer), options_(std::move(options)), slots_(model, options_.tiles_, 1) {
+  check_step_options(options_, "TrainStep");
+  if (!model.built()) {
+    throw InvalidArgument("TrainStep: the model is not built, expected build() before training");
+  }
+  for (const NamedParameter& p : model.named_parameters()) {
+    parameter_elements_ += static_cast<std::size_t>(p.parameter->value.numel());
+  }
+  world_ = options_.data_parallel_.mpi != nullptr ? options_.data_parallel_.mpi->size() : 1;
+}
+
+void TrainStep::submit(StepSlot& s, const StepBatch& b) {
+  if (b.data == nullptr || static_cast<std::int64_t>(b.indices.size()) != s.rows || b.global_rows < s.rows) {
+    throw InvalidArgument(fmt::format("TrainStep: a batch of {} samples ({} over the ranks) for a slot of {} rows, "
+                                      "expected a dataset and as many samples as rows",
+                                      b.indices.size(), b.global_rows, s.rows));
+  }
+  const DataParallel& dp = options_.data_parallel_;
+  BatchSync sync;
+  PassContext ctx{1, 0, b.step};
+  if (dp.communicator != nullptr) ctx.layer_priority_stride = 2;
+  if (dp.sync_batchnorm && world_ > 1) {
+    sync.reducer = dp.communicator;
+    for (const TileRange& r : split_rows(b.global_rows, world_)) sync.rows_per_rank.push_back(r.count);
+    ctx.sync = &sync;
+  }
+  const int augmenting = options_.augment_.flip != 0 || options_.augment_.crop_padding > 0;
+  const codelets::Augmentation augmentation{options_.augment_, options_.seed_, b.epoch, b.data->channels,
+                                            b.data->height, b.data->width};
+  submit_batch_load(s, *b.data, b.indices, options_.label_smoothing_, augmenting ? &augmentation : nullptr);
+  model_.forward(s.acts, ctx);
+  // Scaled by the global batch, so that the sum over ranks is the mean gradient of the global batch.
+  submit_batch_loss(s, options_.loss_, 1.0f / static_cast<float>(b.global_rows), s.grads.back());
+  submit_backward(s, ctx);
+  s.pending = 1;
+}
+
+void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
+  runtime::Communicator* comm = options_.data_parallel_.communicator;
+  BucketPolicy buckets(options_.data_parallel_.buckets);
+  std::vector<NamedParameter> waiting;  // gradients of the open bucket, whose updates wait for its sum
+  auto sum_waiting = [&] {
+    std::vector<Tensor*> grads;
+    std::string name;
+    for (const NamedParameter& p : waiting) {
+      grads.push_back(&p.parameter->grad);
+      name += name.empty() ? p.name : "," + p.name;
+    }
+    comm->sum(grads, name);
+  };
+  auto submit_updates = [&] {
+    for (const NamedParameter& p : waiting) optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+    waiting.clear();
+  };
+  std::size_t to_come = parameter_elements_;  // gradient elements of the layers whose backward is still to come
+  model_.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
+    for (const NamedParameter& p : named_parameters(layer)) {
+      const auto elements = static_cast<std::size_t>(p.parameter->grad.numel());
+      to_come -= elements;
+      if (comm != nullptr && p.parameter->reduced_over_ranks) {
+        // Already summed over the ranks (synchronised BatchNorm): its update needs no bucket.
+        optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+        continue;
+      }
+      waiting.push_back(p);
+      if (comm == nullptr) {
+        submit_updates();
+      } else if (buckets.add(elements)) {
+        sum_waiting();
+        submit_updates();
+      }
+    }
+    if (comm != nullptr && buckets.layer_boundary(to_come)) {
+      sum_waiting();
+      submit_updates();
+    }
+  });
+  if (comm != nullptr) {
+    if (buckets.end_step()) sum_waiting();
+    comm->end_step();
+  }
+  submit_updates();
+}
+
+StepStats TrainStep::collect(StepSlot& s) {
+  StepStats stats = read_step_stats(s);
+  if (options_.data_parallel_.communicator != nullptr) options_.data_parallel_.communicator->check();
+  return stats;
+}
+
+}  // namespace dtnn

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// The communicator's failure paths, on each rank alone (no collective is ever started): an error on the
+// communication thread is raised on the driver with its message, and the tensors of the collectives it can no
+// longer run go back to the task graph, which drains.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "core/errors.hpp"
+#include "runtime/communicator.hpp"
+#include "runtime/engine.hpp"
+
+namespace dtnn {
+namespace {
+
+// A transport that fails where it is told to: at the start of the communication thread, or at the start of its
+// first sum.
+class FailingTransport final : public runtime::Transport {
+ public:
+  enum class Where { kThreadStart, kSumStart };
+  explicit FailingTransport(Where where) : where_(where) {}
+  [[nodiscard]] int memory_node() const override { return STARPU_MAIN_RAM; }
+  void attach_thread() override {
+    if (where_ == Where::kThreadStart) throw RuntimeError("test transport: device lost");
+  }
+  [[nodiscard]] std::unique_ptr<Flight> start_sum(std::span<const runtime::SumBuffer>, const std::string&) override {
+    throw RuntimeError("test transport: no route to rank 1");
+  }
+  int test(Flight&, const std::string&) override { return 1; }
+
+ private:
+  Where where_;
+};
+
+const runtime::Mpi& mpi() { return *runtime::Mpi::current(); }
+
+float own_value() { return static_cast<float>(mpi().rank() + 1); }
+
+void expect_message(const std::string& what, const std::string& part) {
+  EXPECT_NE(what.find(part), std::string::npos) << what;
+}
+
+TEST(CommunicatorTest, ThreadStartFailureIsRaisedOnTheDriverAndTheGraphDrains) {
+  runtime::Communicator comm(mpi(), std::make_unique<FailingTransport>(FailingTransport::Where::kThreadStart),
+                             runtime::AllreduceMode::kOverlapped);
+  Tensor t(Shape{16});
+  t.fill(own_value());
+  try {
+    // Issued before or after the thread recorded its failure: either refused here, or released unchanged.
+    comm.sum({&t}, "t");
+  } catch (const RuntimeError&) {
+  }
+  try {
+    comm.wait_idle();
+    FAIL() << "expected the thread's failure";
+  } catch (const RuntimeError& e) {
+    expect_message(e.what(), "device lost");
+    expect_message(e.what(), "communication thread of rank " + std::to_string(mpi().rank()));
+  }
+  EXPECT_THROW(comm.sum({&t}, "t"), RuntimeError);
+  EXPECT_THROW(comm.end_step(), RuntimeError);
+  // The tensor went back to the task graph as it was: readable (no acquisition left behind) and not summed.
+  for (const float v : t.to_vector()) ASSERT_EQ(v, own_value());
+}
+
+TEST(CommunicatorTest, FailedStartOfACollectiveIsRaisedAndTheLaterOnesAreReleased) {
+  for (const auto mode : {runtime::AllreduceMode::kOverlapped, runtime::AllreduceMode::kBlocking}) {
+    runtime::Communicator comm(mpi(), std::make_unique<FailingTransport>(FailingTransport::Where::kSumStart), mode);
+    Tensor a(Shape{8}), b(Shape{8});
+    a.fill(own_value());
+    b.fill(own_value());
+    comm.sum({&a}, "a");
+    try {
+      comm.sum({&b}, "b");
+      comm.end_step();
+    } catch (const RuntimeError&) {
+      // a's start may already have failed.
+    }
+    try {
+      comm.wait_idle();
+      FAIL() << "expected the failed start";
+    } catch (const RuntimeError& e) {
+      expect_message(e.what(), "start of the gradient allreduce of a");
+      expect_message(e.what(), "no route to rank 1");
+    }
+    EXPECT_THROW(comm.check(), RuntimeError);
+    for (const Tensor* t : {&a, &b}) {
+      for (const float v : t->to_vector()) ASSERT_EQ(v, own_value());
+    }
+  }
+}
+
+TEST(CommunicatorTest, NcclInABuildWithoutCudaIsAClearError) {
+  if (runtime::built_with_cuda()) GTEST_SKIP() << "a CUDA build has the NCCL transport";
+  try {
+    runtime::Communicator comm(mpi(), runtime::CommunicatorOptions().backend(runtime::AllreduceBackend::kNccl));
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    expect_message(e.what(), "allreduce nccl: this build has no CUDA, expected mpi");
+  }
+}
+
+}  // namespace
+}  // namespace dtnn
