@@ -23,7 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "io/augment.hpp"
+#include "io/normalize.hpp"
 #include "io/checkpoint.hpp"
 #include "io/cifar.hpp"
 #include "io/dataset.hpp"
@@ -382,7 +382,7 @@ int run_train(TrainArgs a, int benchmark) {
                          .verbose(a.quiet ? 0 : 1)
                          .loss(parse_loss(a.loss))
                          .label_smoothing(a.label_smoothing)
-                         .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
+                         .augment(dtnn::AugmentOptions{a.flip, a.crop_padding})
                          .initial_step(initial_step)
                          .data_parallel({&mpi, reducer.get(), a.drop_last, a.sync_bn});
   if (a.warmup_epochs > 0) {

@@ -242,7 +242,7 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
                                       train.name, n, global_batch, o.batch_size_, world));
   }
 
-  io::check_augment_options(o.augment_);
+  check_augment_options(o.augment_);
   const int augmenting = o.augment_.flip != 0 || o.augment_.crop_padding > 0;
   codelets::Augmentation augmentation{o.augment_, o.seed_, 0, train.channels, train.height, train.width};
 
