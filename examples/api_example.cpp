@@ -6,6 +6,7 @@
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "runtime/engine.hpp"
 

@@ -11,7 +11,7 @@
 
 #include "cuda_test_util.hpp"
 #include "io/dataset.hpp"
-#include "models/optimizer.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 

@@ -11,6 +11,7 @@
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
 #include "models/distributed.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "runtime/codelet.hpp"
 #include "runtime/engine.hpp"

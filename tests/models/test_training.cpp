@@ -14,6 +14,7 @@
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 #include "runtime/engine.hpp"
