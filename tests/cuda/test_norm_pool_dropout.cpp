@@ -9,11 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "codelets/avgpool2d.hpp"
 #include "codelets/batch_norm.hpp"
 #include "codelets/dropout.hpp"
-#include "codelets/global_avgpool2d.hpp"
-#include "codelets/maxpool2d.hpp"
+#include "codelets/pooling.hpp"
 #include "cuda_test_util.hpp"
 
 namespace dtnn {

@@ -9,6 +9,7 @@
 #include "layers/batch_norm.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "models/distributed.hpp"
 #include "models/optimizers.hpp"
