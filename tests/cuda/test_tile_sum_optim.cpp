@@ -18,7 +18,7 @@
 #ifdef DTNN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "codelets/cuda/optim.hpp"
+#include "codelets/cuda/optimizers.hpp"
 #endif
 
 namespace dtnn {
