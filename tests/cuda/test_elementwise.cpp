@@ -93,7 +93,7 @@ struct ActivationCase {
   codelets::ActivationSpec spec;
 };
 
-TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
+TEST(CudaActivationTest, ForwardAndBackwardMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const ActivationCase cases[] = {
       {"sigmoid", {codelets::ActivationKind::kSigmoid, 0.0f}},
@@ -127,7 +127,7 @@ TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
 
 // Shapes that take each CUDA path: a thread per channel column (wide planes, or few channels) and a block per column
 // (narrow planes with many channels).
-TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
+TEST(CudaSoftmaxTest, ForwardAndBackwardMatchCpu) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     Shape shape;
@@ -213,7 +213,7 @@ void compare_loss(codelets::LossKind kind, int n, int classes, int tiles, std::v
   }, {&dlogits, &stats}, 1e-5, 1e-7);
 }
 
-TEST(CudaLoss, SoftmaxCrossEntropyMatchesCpu) {
+TEST(CudaLossTest, SoftmaxCrossEntropyMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     int n, classes, tiles;
@@ -225,7 +225,7 @@ TEST(CudaLoss, SoftmaxCrossEntropyMatchesCpu) {
   }
 }
 
-TEST(CudaLoss, SigmoidBinaryCrossEntropyMatchesCpu) {
+TEST(CudaLossTest, SigmoidBinaryCrossEntropyMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     int n, classes, tiles;
@@ -240,7 +240,7 @@ TEST(CudaLoss, SigmoidBinaryCrossEntropyMatchesCpu) {
 }
 
 // A NaN logit: at index 0 the argmax is 0 whatever follows, elsewhere it is skipped; the row's loss is NaN.
-TEST(CudaLoss, NanLogitsGiveTheCpuMetrics) {
+TEST(CudaLossTest, NanLogitsGiveTheCpuMetrics) {
   DTNN_REQUIRE_CUDA();
   const int n = 6, classes = 12;
   std::vector<float> z = tied_logits(n, classes, 51, 3.0f);
@@ -258,7 +258,7 @@ TEST(CudaLoss, NanLogitsGiveTheCpuMetrics) {
 
 // ---- Add, concatenation, shortcut, copy: bitwise ----
 
-TEST(CudaMerge, AddMatchesCpuBitwise) {
+TEST(CudaMergeTest, AddMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // 9 inputs take two tasks: a sum of kMaxMergeParts, then an accumulation of the rest.
   for (const int count : {1, 3, codelets::kMaxMergeParts, 9}) {
@@ -279,7 +279,7 @@ TEST(CudaMerge, AddMatchesCpuBitwise) {
   }
 }
 
-TEST(CudaMerge, ConcatForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaMergeTest, ConcatForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     std::vector<Shape> parts;
@@ -316,7 +316,7 @@ TEST(CudaMerge, ConcatForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
-TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaShortcutPadTest, ForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     int n, c, h, w, k, stride, tiles;
@@ -341,7 +341,7 @@ TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
-TEST(CudaCopy, MatchesCpuBitwise) {
+TEST(CudaCopyTest, MatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Shape from{37, 3, 5, 7};
   Tensor src = tensor_of(from, 3, values_with_specials(numel(from), 90, -1.0f, 1.0f));

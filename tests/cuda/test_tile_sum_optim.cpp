@@ -106,7 +106,7 @@ Tensor partials_tensor(int tiles, std::int64_t row, std::uint32_t seed) {
 }
 
 // used = 1..7: one task that overwrites; 8..14: a second task that accumulates 1..7 more; 15: a third one.
-TEST(CudaTileSum, EveryTileCountMatchesCpuBitwise) {
+TEST(CudaTileSumTest, EveryTileCountMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   constexpr int kTiles = 15;
   const Tensor partials = partials_tensor(kTiles, 3 * 37 * 11, 11);
@@ -118,7 +118,7 @@ TEST(CudaTileSum, EveryTileCountMatchesCpuBitwise) {
 }
 
 // Many blocks per launch and a grid that does not divide the count.
-TEST(CudaTileSum, LargeGradientMatchesCpuBitwise) {
+TEST(CudaTileSumTest, LargeGradientMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Tensor partials = partials_tensor(9, 300001, 12);
   Tensor total({300001});
@@ -136,7 +136,7 @@ std::vector<Tensor> step_gradients(std::uint32_t seed) {
   return g;
 }
 
-TEST(CudaSgd, UpdatesMatchCpu) {
+TEST(CudaSgdTest, UpdatesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const std::vector<SgdParams> variants{
       {0.1f, 0.0f, 0.0f, 0}, {0.05f, 0.9f, 1e-3f, 0}, {0.05f, 0.9f, 1e-3f, 1}, {0.2f, 0.5f, 0.0f, 1}};
@@ -156,7 +156,7 @@ TEST(CudaSgd, UpdatesMatchCpu) {
   }
 }
 
-TEST(CudaRmsprop, EveryVariantMatchesCpu) {
+TEST(CudaRmspropTest, EveryVariantMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   for (int centered = 0; centered <= 1; ++centered) {
     for (float momentum : {0.0f, 0.9f}) {
@@ -200,7 +200,7 @@ AdamParams adam_params(double lr, double wd, int decoupled, std::int64_t t) {
   return p;
 }
 
-TEST(CudaAdam, AdamAndAdamWMatchCpu) {
+TEST(CudaAdamTest, AdamAndAdamWMatchCpu) {
   DTNN_REQUIRE_CUDA();
   for (int decoupled = 0; decoupled <= 1; ++decoupled) {
     SCOPED_TRACE(decoupled != 0 ? "AdamW" : "Adam");
@@ -222,7 +222,7 @@ TEST(CudaAdam, AdamAndAdamWMatchCpu) {
   }
 }
 
-TEST(CudaNadam, UpdatesMatchCpu) {
+TEST(CudaNadamTest, UpdatesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const double lr = 2e-3, beta1 = 0.9, beta2 = 0.999, psi = 4e-3;
   std::vector<NadamParams> params;
@@ -281,7 +281,7 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-TEST(CudaOptimKernels, SgdWithoutVelocityMatchesCpu) {
+TEST(CudaOptimKernelsTest, SgdWithoutVelocityMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   constexpr std::int64_t kCount = 1001;
   const SgdParams p{0.1f, 0.0f, 1e-2f, 0};

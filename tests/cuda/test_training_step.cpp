@@ -43,9 +43,9 @@ Trained train(const std::string& model_name, runtime::Device device, int steps) 
   return t;
 }
 
-class CudaTrainingStep : public ::testing::TestWithParam<const char*> {};
+class CudaTrainingStepTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(CudaTrainingStep, EqualsTheCpuStepWithinTolerance) {
+TEST_P(CudaTrainingStepTest, EqualsTheCpuStepWithinTolerance) {
   DTNN_REQUIRE_CUDA();
   const std::string name = GetParam();
   const Trained cpu = train(name, runtime::Device::kCpu, 3);
@@ -62,7 +62,7 @@ TEST_P(CudaTrainingStep, EqualsTheCpuStepWithinTolerance) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaTrainingStep,
+INSTANTIATE_TEST_SUITE_P(Models, CudaTrainingStepTest,
                          ::testing::Values("simplecnn", "lenet5", "resnet20_cifar10", "vgg11bn_cifar10"));
 
 }  // namespace

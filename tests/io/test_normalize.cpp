@@ -27,7 +27,7 @@ Dataset tiny_dataset() {
   return d;
 }
 
-TEST(ChannelStats, MatchesHandComputation) {
+TEST(ChannelStatsTest, MatchesHandComputation) {
   const ChannelStats stats = channel_stats(tiny_dataset());
   ASSERT_EQ(stats.mean.size(), 2u);
   ASSERT_EQ(stats.std.size(), 2u);
@@ -38,7 +38,7 @@ TEST(ChannelStats, MatchesHandComputation) {
   EXPECT_EQ(stats.std[1], 0.0f);
 }
 
-TEST(ChannelStats, RejectsEmptyAndInconsistentDatasets) {
+TEST(ChannelStatsTest, RejectsEmptyAndInconsistentDatasets) {
   Dataset empty = tiny_dataset();
   empty.images.clear();
   empty.labels.clear();
@@ -48,7 +48,7 @@ TEST(ChannelStats, RejectsEmptyAndInconsistentDatasets) {
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { channel_stats(short_images); }, {"tiny", "expected 8", "got 7"}));
 }
 
-TEST(Normalize, AppliesTrainStatisticsPerChannel) {
+TEST(NormalizeTest, AppliesTrainStatisticsPerChannel) {
   const Dataset train = tiny_dataset();
   const ChannelStats stats = channel_stats(train);
   const float s = static_cast<float>(std::sqrt(0.13671875));
@@ -72,7 +72,7 @@ TEST(Normalize, AppliesTrainStatisticsPerChannel) {
   EXPECT_NEAR(test.images[3], -0.25f, 1e-6f);
 }
 
-TEST(Normalize, GivesZeroMeanUnitStd) {
+TEST(NormalizeTest, GivesZeroMeanUnitStd) {
   Dataset d = synthetic_dataset(64, 3, 5, 7, 4, 9);
   normalize(d, channel_stats(d));
   const ChannelStats after = channel_stats(d);
@@ -82,7 +82,7 @@ TEST(Normalize, GivesZeroMeanUnitStd) {
   }
 }
 
-TEST(Normalize, RejectsMismatchedStatistics) {
+TEST(NormalizeTest, RejectsMismatchedStatistics) {
   Dataset d = tiny_dataset();
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { normalize(d, ChannelStats{{0.5f}, {1.0f}}); },
                                            {"tiny", "1 channels", "expected 2"}));

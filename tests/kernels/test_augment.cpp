@@ -79,14 +79,14 @@ Outcome identify(const std::vector<float>& src, const std::vector<float>& dst, i
   return matches.empty() ? Outcome{-1, -1, -1} : matches.front();
 }
 
-TEST(FlipHorizontal, MirrorsAlongWidth) {
+TEST(FlipHorizontalTest, MirrorsAlongWidth) {
   // x[c][h][w] = 100c + 10h + w, 2 channels of 2x3: the flip must reverse w and leave c and h alone.
   std::vector<float> x = {0, 1, 2, 10, 11, 12, 100, 101, 102, 110, 111, 112};
   flip_horizontal(x.data(), 2, 2, 3);
   EXPECT_EQ(x, (std::vector<float>{2, 1, 0, 12, 11, 10, 102, 101, 100, 112, 111, 110}));
 }
 
-TEST(FlipHorizontal, TwiceIsIdentity) {
+TEST(FlipHorizontalTest, TwiceIsIdentity) {
   for (const auto& [c, h, w] : {std::tuple{3, 4, 5}, std::tuple{1, 1, 1}, std::tuple{2, 3, 1}, std::tuple{3, 32, 32}}) {
     const auto x = numbered(c, h, w);
     auto y = x;
@@ -99,7 +99,7 @@ TEST(FlipHorizontal, TwiceIsIdentity) {
   }
 }
 
-TEST(RandomCropPadded, CentreOffsetIsIdentity) {
+TEST(RandomCropPaddedTest, CentreOffsetIsIdentity) {
   for (int padding : {0, 1, 4}) {
     const auto src = numbered(3, 5, 6);
     std::vector<float> dst(src.size(), -1.0f);
@@ -108,7 +108,7 @@ TEST(RandomCropPadded, CentreOffsetIsIdentity) {
   }
 }
 
-TEST(RandomCropPadded, ZeroOffsetShiftsInZerosAtTopLeft) {
+TEST(RandomCropPaddedTest, ZeroOffsetShiftsInZerosAtTopLeft) {
   const std::vector<float> src = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<float> dst(9, -1.0f);
   random_crop_padded(src.data(), dst.data(), 1, 3, 3, 1, 0, 0);
@@ -119,7 +119,7 @@ TEST(RandomCropPadded, ZeroOffsetShiftsInZerosAtTopLeft) {
   EXPECT_EQ(dst, (std::vector<float>{0, 0, 0, 2, 3, 0, 5, 6, 0}));
 }
 
-TEST(RandomCropPadded, MatchesReferenceOnEveryOffset) {
+TEST(RandomCropPaddedTest, MatchesReferenceOnEveryOffset) {
   for (const auto& [c, h, w, padding] :
        {std::tuple{1, 3, 3, 1}, std::tuple{2, 4, 5, 2}, std::tuple{3, 8, 8, 4}, std::tuple{1, 2, 7, 3}}) {
     const auto src = numbered(c, h, w);
@@ -135,14 +135,14 @@ TEST(RandomCropPadded, MatchesReferenceOnEveryOffset) {
   }
 }
 
-TEST(AugmentSample, NothingEnabledCopies) {
+TEST(AugmentSampleTest, NothingEnabledCopies) {
   const auto src = numbered(3, 4, 4);
   std::vector<float> dst(src.size(), -1.0f);
   augment_sample(src.data(), dst.data(), 3, 4, 4, AugmentOptions{}, 42);
   EXPECT_EQ(dst, src);
 }
 
-TEST(AugmentSample, InPlaceWithoutCrop) {
+TEST(AugmentSampleTest, InPlaceWithoutCrop) {
   AugmentOptions options;
   options.flip = 1;
   const auto src = numbered(2, 3, 4);
@@ -155,7 +155,7 @@ TEST(AugmentSample, InPlaceWithoutCrop) {
   }
 }
 
-TEST(AugmentSample, DeterministicPerSeed) {
+TEST(AugmentSampleTest, DeterministicPerSeed) {
   AugmentOptions options;
   options.flip = 1;
   options.crop_padding = 4;
@@ -169,7 +169,7 @@ TEST(AugmentSample, DeterministicPerSeed) {
   }
 }
 
-TEST(AugmentSample, BothFlipsAndManyOffsetsOccurAcrossSeeds) {
+TEST(AugmentSampleTest, BothFlipsAndManyOffsetsOccurAcrossSeeds) {
   constexpr int kPadding = 2;
   AugmentOptions options;
   options.flip = 1;
@@ -195,7 +195,7 @@ TEST(AugmentSample, BothFlipsAndManyOffsetsOccurAcrossSeeds) {
   EXPECT_GE(outcomes.size(), 30u);
 }
 
-TEST(AugmentSample, FlipDecisionDoesNotDependOnTheCrop) {
+TEST(AugmentSampleTest, FlipDecisionDoesNotDependOnTheCrop) {
   AugmentOptions flip_only;
   flip_only.flip = 1;
   AugmentOptions flip_and_crop = flip_only;
@@ -213,7 +213,7 @@ TEST(AugmentSample, FlipDecisionDoesNotDependOnTheCrop) {
 // Pins the hash so that a change to it, which would change every augmented run, is a deliberate decision.
 // The values come from an independent splitmix64 written in Python (checked against the published
 // splitmix64 outputs for seed 1234567).
-TEST(AugmentSample, PinnedDraws) {
+TEST(AugmentSampleTest, PinnedDraws) {
   AugmentOptions options;
   options.flip = 1;
   const auto src = numbered(1, 1, 2);
@@ -242,7 +242,7 @@ TEST(AugmentSample, PinnedDraws) {
   EXPECT_EQ(augment_seed(0, 0, 0), 0x238275bc38fcbe91ULL);
 }
 
-TEST(AugmentSeed, DistinctAcrossEpochsAndSamples) {
+TEST(AugmentSeedTest, DistinctAcrossEpochsAndSamples) {
   std::set<std::uint64_t> seeds;
   for (std::uint64_t run : {0ULL, 1ULL}) {
     for (std::uint64_t epoch = 0; epoch < 50; ++epoch) {
@@ -255,7 +255,7 @@ TEST(AugmentSeed, DistinctAcrossEpochsAndSamples) {
   EXPECT_EQ(augment_seed(7, 3, 11), augment_seed(7, 3, 11));
 }
 
-TEST(CheckAugmentOptions, RejectsBadValues) {
+TEST(AugmentOptionsTest, RejectsBadValues) {
   EXPECT_NO_THROW(check_augment_options(AugmentOptions{}));
   EXPECT_NO_THROW(check_augment_options(AugmentOptions{1, 4}));
   EXPECT_TRUE(throws_with<InvalidArgument>([] { check_augment_options(AugmentOptions{2, 0}); },
