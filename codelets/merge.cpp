@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/merge.hpp"
 
-#include <algorithm>
 #include <array>
 
 #include "codelets/cpu/kernels.hpp"

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "layers/simple.hpp"
 
-#include <fmt/format.h>
-
 #include "codelets/copy.hpp"
 #include "codelets/relu.hpp"
-#include "core/errors.hpp"
 
 namespace dtnn {
 
