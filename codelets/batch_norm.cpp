@@ -21,10 +21,14 @@ struct TileArgs {
   std::size_t plane;
   int n;
   int c;
-  int affine;       // gamma and beta are passed
-  int batch_terms;  // bwd_data: grad_stats is passed (training); 0: frozen statistics
   double eps;
 };
+
+// The per-tile passes that take gamma and beta have a codelet with them and one without (Affine), the data
+// gradient one for batch statistics and one for frozen statistics (Stats), each with its fixed buffer list. The
+// optional buffers come after the others, which keep their indices in every variant.
+enum class Affine { kWithout, kWith };
+enum class Stats { kFrozen, kBatch };
 
 enum Finish : int { kNone = 0, kMean = 1, kVar = 2, kBwd = 3 };
 
@@ -42,6 +46,21 @@ struct ReduceArgs {
   int unused = 0;
 };
 
+// A reduce task has a variable number of buffers: its nsrc partial tiles, the accumulator when it reads or writes
+// one, then the outputs of the finish, unless it only stores its sums in the accumulator:
+//   kMean: stats;  kVar: stats, running_mean, running_var, num_batches_tracked;  kBwd: grad_stats[, dgamma, dbeta].
+// The CPU and CUDA bodies both find them here.
+struct ReduceBuffers {
+  void** sources;  // nsrc of them
+  float* acc;      // null without an accumulator
+  void** out;
+};
+
+ReduceBuffers reduce_buffers(void** buffers, const ReduceArgs& a) {
+  const int has_acc = a.acc_in || a.acc_out ? 1 : 0;
+  return ReduceBuffers{buffers, has_acc ? runtime::vector_ptr(buffers[a.nsrc]) : nullptr, buffers + a.nsrc + has_acc};
+}
+
 void sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   k::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
@@ -55,22 +74,23 @@ void sqdev_sums_cpu(void** buffers, void* cl_arg) {
 
 void reduce_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ReduceArgs>(cl_arg);
+  const ReduceBuffers b = reduce_buffers(buffers, a);
   thread_local std::vector<double> sums;
   sums.assign(static_cast<std::size_t>(a.width), 0.0);
   const std::size_t bytes = sums.size() * sizeof(double);
   // The accumulator's bytes are the doubles themselves; memcpy reads them without aliasing a float buffer.
   if (a.acc_in) {
-    std::memcpy(sums.data(), runtime::vector_ptr(buffers[a.nsrc]), bytes);
+    std::memcpy(sums.data(), b.acc, bytes);
   }
   for (int s = 0; s < a.nsrc; ++s) {
-    const auto rows = static_cast<int>(runtime::vector_size(buffers[s]) / static_cast<std::size_t>(a.width));
-    k::batch_norm_accumulate(rows, a.width, runtime::vector_ptr(buffers[s]), sums.data());
+    const auto rows = static_cast<int>(runtime::vector_size(b.sources[s]) / static_cast<std::size_t>(a.width));
+    k::batch_norm_accumulate(rows, a.width, runtime::vector_ptr(b.sources[s]), sums.data());
   }
   if (a.acc_out) {
-    std::memcpy(runtime::vector_ptr(buffers[a.nsrc]), sums.data(), bytes);
+    std::memcpy(b.acc, sums.data(), bytes);
     return;
   }
-  void** out = buffers + a.nsrc + (a.acc_in ? 1 : 0);
+  void** out = b.out;
   const int c = a.channels;
   switch (a.finish) {
     case kMean:
@@ -95,22 +115,25 @@ void reduce_cpu(void** buffers, void* cl_arg) {
   }
 }
 
+// Buffers: x, stats, y, then gamma and beta when affine.
+template <Affine F>
 void fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[1]);
-  const float* gamma = a.affine ? runtime::vector_ptr(buffers[2]) : nullptr;
-  const float* beta = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
   k::batch_norm_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, gamma, beta,
-                    runtime::vector_ptr(buffers[a.affine ? 4 : 2]));
+                    runtime::vector_ptr(buffers[2]));
 }
 
+// Buffers: x, running_mean, running_var, y, then gamma and beta when affine.
+template <Affine F>
 void infer_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  const float* gamma = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
-  const float* beta = a.affine ? runtime::vector_ptr(buffers[4]) : nullptr;
+  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
+  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[5]) : nullptr;
   k::batch_norm_infer_fwd(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                          runtime::vector_ptr(buffers[2]), gamma, beta,
-                          runtime::vector_ptr(buffers[a.affine ? 5 : 3]));
+                          runtime::vector_ptr(buffers[2]), gamma, beta, runtime::vector_ptr(buffers[3]));
 }
 
 void frozen_stats_cpu(void** buffers, void* cl_arg) {
@@ -127,15 +150,26 @@ void bwd_sums_cpu(void** buffers, void* cl_arg) {
                          stats + a.c, runtime::vector_ptr(buffers[3]));
 }
 
+// Buffers: x, dy, stats, dx, then grad_stats with batch statistics and gamma when affine, in that order.
+template <Stats S, Affine F>
+struct BwdDataBuffers {
+  static constexpr int kGradStats = 4;
+  static constexpr int kGamma = S == Stats::kBatch ? 5 : 4;
+  const float* grad_stats;
+  const float* gamma;
+  explicit BwdDataBuffers(void** buffers)
+      : grad_stats(S == Stats::kBatch ? runtime::vector_ptr(buffers[kGradStats]) : nullptr),
+        gamma(F == Affine::kWith ? runtime::vector_ptr(buffers[kGamma]) : nullptr) {}
+};
+
+template <Stats S, Affine F>
 void bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  int next = 3;
-  const float* grad_stats = a.batch_terms ? runtime::vector_ptr(buffers[next++]) : nullptr;
-  const float* gamma = a.affine ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  const BwdDataBuffers<S, F> opt(buffers);
   k::batch_norm_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
-                         stats + a.c, gamma, grad_stats, grad_stats != nullptr ? grad_stats + a.c : nullptr,
-                         runtime::vector_ptr(buffers[next]));
+                         stats + a.c, opt.gamma, opt.grad_stats,
+                         opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr, runtime::vector_ptr(buffers[3]));
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -167,15 +201,15 @@ void reduce_cuda(void** buffers, void* cl_arg) {
   r.count = a.count;
   r.eps = a.eps;
   r.momentum = a.momentum;
+  const ReduceBuffers b = reduce_buffers(buffers, a);
   for (int s = 0; s < a.nsrc; ++s) {
-    r.sources[s] = runtime::vector_ptr(buffers[s]);
-    r.rows[s] = static_cast<int>(runtime::vector_size(buffers[s]) / static_cast<std::size_t>(a.width));
+    r.sources[s] = runtime::vector_ptr(b.sources[s]);
+    r.rows[s] = static_cast<int>(runtime::vector_size(b.sources[s]) / static_cast<std::size_t>(a.width));
   }
-  float* acc = a.acc_in || a.acc_out ? runtime::vector_ptr(buffers[a.nsrc]) : nullptr;
-  r.acc_in = a.acc_in ? acc : nullptr;
-  r.acc_out = a.acc_out ? acc : nullptr;
+  r.acc_in = a.acc_in ? b.acc : nullptr;
+  r.acc_out = a.acc_out ? b.acc : nullptr;
   if (!a.acc_out) {
-    void** out = buffers + a.nsrc + (a.acc_in ? 1 : 0);
+    void** out = b.out;
     switch (a.finish) {
       case kMean:
         r.finish = kc::BatchNormFinish::kMean;
@@ -201,24 +235,26 @@ void reduce_cuda(void** buffers, void* cl_arg) {
   runtime::cuda::check_launch("batch_norm_reduce");
 }
 
+template <Affine F>
 void fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[1]);
-  const float* gamma = a.affine ? runtime::vector_ptr(buffers[2]) : nullptr;
-  const float* beta = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
   kc::batch_norm_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, gamma, beta,
-                     runtime::vector_ptr(buffers[a.affine ? 4 : 2]), runtime::cuda::stream());
+                     runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_fwd");
 }
 
+template <Affine F>
 void infer_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  const float* gamma = a.affine ? runtime::vector_ptr(buffers[3]) : nullptr;
-  const float* beta = a.affine ? runtime::vector_ptr(buffers[4]) : nullptr;
+  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
+  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[5]) : nullptr;
   auto* scale_shift = static_cast<float*>(runtime::cuda::workspace(2 * static_cast<std::size_t>(a.c) * sizeof(float)));
   kc::batch_norm_infer_fwd(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                           runtime::vector_ptr(buffers[2]), gamma, beta, scale_shift,
-                           runtime::vector_ptr(buffers[a.affine ? 5 : 3]), runtime::cuda::stream());
+                           runtime::vector_ptr(buffers[2]), gamma, beta, scale_shift, runtime::vector_ptr(buffers[3]),
+                           runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_infer_fwd");
 }
 
@@ -237,15 +273,15 @@ void bwd_sums_cuda(void** buffers, void* cl_arg) {
   runtime::cuda::check_launch("batch_norm_bwd_sums");
 }
 
+template <Stats S, Affine F>
 void bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  int next = 3;
-  const float* grad_stats = a.batch_terms ? runtime::vector_ptr(buffers[next++]) : nullptr;
-  const float* gamma = a.affine ? runtime::vector_ptr(buffers[next++]) : nullptr;
+  const BwdDataBuffers<S, F> opt(buffers);
   kc::batch_norm_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
-                          stats + a.c, gamma, grad_stats, grad_stats != nullptr ? grad_stats + a.c : nullptr,
-                          runtime::vector_ptr(buffers[next]), runtime::cuda::stream());
+                          stats + a.c, opt.gamma, opt.grad_stats,
+                          opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr, runtime::vector_ptr(buffers[3]),
+                          runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_bwd_data");
 }
 #endif
@@ -257,18 +293,44 @@ runtime::Codelet cl_batch_norm_sqdev_sums("batch_norm_sqdev_sums", runtime::guar
                                           {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_batch_norm_reduce("batch_norm_reduce", runtime::guarded<reduce_cpu>,
                                       DTNN_CUDA_FUNC(runtime::guarded<reduce_cuda>), {});
-runtime::Codelet cl_batch_norm_fwd("batch_norm_fwd", runtime::guarded<fwd_cpu>,
-                                   DTNN_CUDA_FUNC(runtime::guarded<fwd_cuda>), {});
-runtime::Codelet cl_batch_norm_infer_fwd("batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu>,
-                                         DTNN_CUDA_FUNC(runtime::guarded<infer_fwd_cuda>), {});
+// The affine codelets (and, for the data gradient, the one for batch statistics) keep the names that traces showed
+// before the variants had codelets of their own.
+runtime::Codelet cl_batch_norm_fwd("batch_norm_fwd", runtime::guarded<fwd_cpu<Affine::kWith>>,
+                                   DTNN_CUDA_FUNC(runtime::guarded<fwd_cuda<Affine::kWith>>),
+                                   {STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_fwd_noaffine("batch_norm_fwd_noaffine", runtime::guarded<fwd_cpu<Affine::kWithout>>,
+                                            DTNN_CUDA_FUNC(runtime::guarded<fwd_cuda<Affine::kWithout>>),
+                                            {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_infer_fwd("batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu<Affine::kWith>>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<infer_fwd_cuda<Affine::kWith>>),
+                                         {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine("batch_norm_infer_fwd_noaffine",
+                                                  runtime::guarded<infer_fwd_cpu<Affine::kWithout>>,
+                                                  DTNN_CUDA_FUNC(runtime::guarded<infer_fwd_cuda<Affine::kWithout>>),
+                                                  {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_batch_norm_frozen_stats("batch_norm_frozen_stats", runtime::guarded<frozen_stats_cpu>,
                                             DTNN_CUDA_FUNC(runtime::guarded<frozen_stats_cuda>),
                                             {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_batch_norm_bwd_sums("batch_norm_bwd_sums", runtime::guarded<bwd_sums_cpu>,
                                         DTNN_CUDA_FUNC(runtime::guarded<bwd_sums_cuda>),
                                         {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_batch_norm_bwd_data("batch_norm_bwd_data", runtime::guarded<bwd_data_cpu>,
-                                        DTNN_CUDA_FUNC(runtime::guarded<bwd_data_cuda>), {});
+// DTNN_CUDA_FUNC((...)): the parentheses keep the template arguments' comma from splitting the macro argument.
+runtime::Codelet cl_batch_norm_bwd_data(
+    "batch_norm_bwd_data", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWith>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWith>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_noaffine(
+    "batch_norm_bwd_data_noaffine", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWithout>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWithout>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_frozen(
+    "batch_norm_bwd_data_frozen", runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWith>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWith>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine(
+    "batch_norm_bwd_data_frozen_noaffine", runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWithout>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWithout>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
 
 void check_channels(const TaskTag& tag, int channels, const Tensor& x) {
   if (channels < 1 || x.row_elements() % channels != 0) {
@@ -287,7 +349,7 @@ void check_per_channel(const TaskTag& tag, const char* what, const Tensor& t, st
 
 TileArgs tile_args(int channels, const Tensor& x, int tile) {
   return TileArgs{static_cast<std::size_t>(x.row_elements() / channels), static_cast<int>(x.tile_range(tile).count),
-                  channels, 0, 0, 0.0};
+                  channels, 0.0};
 }
 
 double tile_values(const TileArgs& a) { return static_cast<double>(a.n) * a.c * static_cast<double>(a.plane); }
@@ -388,16 +450,16 @@ void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, co
                            const Tensor* gamma, const Tensor* beta, Tensor& y, int tile) {
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, y);
-  TileArgs a = tile_args(channels, x, tile);
-  a.affine = gamma != nullptr && beta != nullptr ? 1 : 0;
-  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(stats.handle())};
-  if (a.affine) {
+  const TileArgs a = tile_args(channels, x, tile);
+  const bool affine = gamma != nullptr && beta != nullptr;
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(stats.handle()), wr(y.tile(tile))};
+  if (affine) {
     data.push_back(rd(gamma->handle()));
     data.push_back(rd(beta->handle()));
   }
-  data.push_back(wr(y.tile(tile)));
   std::string name;
-  runtime::submit_task(cl_batch_norm_fwd, task_info(tag, "fwd", tile, 3.0 * tile_values(a), name), data, a);
+  runtime::submit_task(affine ? cl_batch_norm_fwd : cl_batch_norm_fwd_noaffine,
+                       task_info(tag, "fwd", tile, 3.0 * tile_values(a), name), data, a);
 }
 
 void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, const Tensor& x,
@@ -406,16 +468,17 @@ void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, c
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, y);
   TileArgs a = tile_args(channels, x, tile);
-  a.affine = gamma != nullptr && beta != nullptr ? 1 : 0;
   a.eps = eps;
-  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(running_mean.handle()), rd(running_var.handle())};
-  if (a.affine) {
+  const bool affine = gamma != nullptr && beta != nullptr;
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(running_mean.handle()), rd(running_var.handle()),
+                                    wr(y.tile(tile))};
+  if (affine) {
     data.push_back(rd(gamma->handle()));
     data.push_back(rd(beta->handle()));
   }
-  data.push_back(wr(y.tile(tile)));
   std::string name;
-  runtime::submit_task(cl_batch_norm_infer_fwd, task_info(tag, "fwd", tile, 2.0 * tile_values(a), name), data, a);
+  runtime::submit_task(affine ? cl_batch_norm_infer_fwd : cl_batch_norm_infer_fwd_noaffine,
+                       task_info(tag, "fwd", tile, 2.0 * tile_values(a), name), data, a);
 }
 
 void submit_batch_norm_frozen_stats(const TaskTag& tag, double eps, const Tensor& running_mean,
@@ -423,7 +486,7 @@ void submit_batch_norm_frozen_stats(const TaskTag& tag, double eps, const Tensor
   const int c = static_cast<int>(running_mean.numel());
   check_per_channel(tag, "running_var", running_var, c);
   check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(c));
-  const TileArgs a{1, 1, c, 0, 0, eps};
+  const TileArgs a{1, 1, c, eps};
   std::string name;
   runtime::submit_task(cl_batch_norm_frozen_stats, task_info(tag, "bwd_stats", -1, static_cast<double>(c), name),
                        {rd(running_mean.handle()), rd(running_var.handle()), wr(stats.handle())}, a);
@@ -463,16 +526,16 @@ void submit_batch_norm_bwd_data(const TaskTag& tag, int channels, const Tensor& 
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, dy);
   check_same_tiling(tag, x, dx);
-  TileArgs a = tile_args(channels, x, tile);
-  a.batch_terms = grad_stats != nullptr ? 1 : 0;
-  a.affine = gamma != nullptr ? 1 : 0;
-  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle())};
+  const TileArgs a = tile_args(channels, x, tile);
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(dx.tile(tile))};
   if (grad_stats != nullptr) data.push_back(rd(grad_stats->handle()));
   if (gamma != nullptr) data.push_back(rd(gamma->handle()));
-  data.push_back(wr(dx.tile(tile)));
+  // [batch statistics][affine]
+  runtime::Codelet* const codelets[2][2] = {{&cl_batch_norm_bwd_data_frozen_noaffine, &cl_batch_norm_bwd_data_frozen},
+                                            {&cl_batch_norm_bwd_data_noaffine, &cl_batch_norm_bwd_data}};
   std::string name;
-  runtime::submit_task(cl_batch_norm_bwd_data, task_info(tag, "bwd_data", tile, 5.0 * tile_values(a), name), data,
-                       a);
+  runtime::submit_task(*codelets[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0],
+                       task_info(tag, "bwd_data", tile, 5.0 * tile_values(a), name), data, a);
 }
 
 }  // namespace dtnn::codelets

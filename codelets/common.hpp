@@ -3,6 +3,8 @@
 // batch tensors are tiled alike.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -32,6 +34,18 @@ inline void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor&
     throw InvalidArgument(fmt::format("{}: tensors {} ({} tiles) and {} ({} tiles) are not tiled alike", tag.layer,
                                       to_string(a.shape()), a.tiles(), to_string(b.shape()), b.tiles()));
   }
+}
+
+// The float pointers of `count` consecutive buffers, for the codelets whose number of buffers varies from task to
+// task (sums and concatenations of up to STARPU_NMAXBUFS - 1 tensors); T is float or const float. Every other
+// codelet but the BatchNorm reduction chain has a fixed buffer list and reads fixed indices.
+template <class T>
+std::array<T*, STARPU_NMAXBUFS> vector_ptrs(void** buffers, int count) {
+  std::array<T*, STARPU_NMAXBUFS> ptrs{};
+  for (int i = 0; i < count; ++i) {
+    ptrs[static_cast<std::size_t>(i)] = runtime::vector_ptr(buffers[i]);
+  }
+  return ptrs;
 }
 
 inline runtime::Access rd(starpu_data_handle_t h) { return {h, STARPU_R}; }

@@ -19,20 +19,23 @@
 namespace dtnn::codelets {
 namespace {
 
-
 struct ConvArgs {
   Conv2dShape shape;
-  int has_bias;
   int relu;
 };
 
-template <ConvAlgorithm A>
+// Each pass with a bias has a codelet with the bias and one without (Bias), each with its fixed buffer list; the
+// bias buffer comes last, so the other buffers keep their indices in both.
+enum class Bias { kWithout, kWith };
+
+// Buffers: x, w, y, then b with the bias.
+template <ConvAlgorithm A, Bias B>
 void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
-  const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
-  float* y = runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]);
+  float* y = runtime::vector_ptr(buffers[2]);
+  const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   if constexpr (A == ConvAlgorithm::kConvgemm) {
     kernels::cpu::conv2d_fwd_convgemm(a.shape, x, w, b, a.relu, y);
   } else {
@@ -44,6 +47,7 @@ void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
   }
 }
 
+// Buffers: dy, w, dx.
 template <ConvAlgorithm A>
 void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
@@ -57,13 +61,14 @@ void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   }
 }
 
-template <ConvAlgorithm A>
+// Buffers: x, dy, dw, then db with the bias.
+template <ConvAlgorithm A, Bias B>
 void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* dy = runtime::vector_ptr(buffers[1]);
   float* dw = runtime::vector_ptr(buffers[2]);
-  float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   if constexpr (A == ConvAlgorithm::kConvgemm) {
     kernels::cpu::conv2d_bwd_weights_convgemm(a.shape, x, dy, dw, db);
   } else {
@@ -78,12 +83,13 @@ kernels::cuda::CudnnContext cudnn_context() {
   return {runtime::cuda::cudnn(), runtime::cuda::stream(), runtime::cuda::device()};
 }
 
+template <Bias B>
 void conv2d_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
-  const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
-  float* y = runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]);
+  float* y = runtime::vector_ptr(buffers[2]);
+  const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   const kernels::cuda::CudnnContext ctx = cudnn_context();
   const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kFwd, ctx);
   kernels::cuda::conv2d_fwd(a.shape, x, w, b, a.relu, y, runtime::cuda::workspace(bytes), bytes, ctx);
@@ -101,12 +107,13 @@ void conv2d_bwd_data_cuda(void** buffers, void* cl_arg) {
   runtime::cuda::check_launch("conv2d_bwd_data");
 }
 
+template <Bias B>
 void conv2d_bwd_weights_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* dy = runtime::vector_ptr(buffers[1]);
   float* dw = runtime::vector_ptr(buffers[2]);
-  float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   const kernels::cuda::CudnnContext ctx = cudnn_context();
   const std::size_t bytes =
       kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdWeights, ctx);
@@ -115,31 +122,58 @@ void conv2d_bwd_weights_cuda(void** buffers, void* cl_arg) {
 }
 #endif
 
-runtime::Codelet cl_fwd_convgemm("conv2d_fwd_convgemm", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kConvgemm>>,
-                                 DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda>), {});
-runtime::Codelet cl_fwd_im2col("conv2d_fwd_im2col", runtime::guarded<conv2d_fwd_cpu<ConvAlgorithm::kIm2col>>,
-                               DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda>), {});
-runtime::Codelet cl_bwd_data_convgemm("conv2d_bwd_data_convgemm",
-                                      runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kConvgemm>>,
+constexpr auto kConvgemm = ConvAlgorithm::kConvgemm;
+constexpr auto kIm2col = ConvAlgorithm::kIm2col;
+
+// The codelets of one pass: [algorithm][bias]. The with-bias codelets keep the names that traces showed before the
+// variants had codelets of their own; the others add "_nobias".
+using CodeletTable = std::array<std::array<runtime::Codelet*, 2>, 2>;
+
+runtime::Codelet cl_fwd_convgemm("conv2d_fwd_convgemm", runtime::guarded<conv2d_fwd_cpu<kConvgemm, Bias::kWith>>,
+                                 DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWith>>),
+                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_convgemm_nobias("conv2d_fwd_convgemm_nobias",
+                                        runtime::guarded<conv2d_fwd_cpu<kConvgemm, Bias::kWithout>>,
+                                        DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWithout>>),
+                                        {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_im2col("conv2d_fwd_im2col", runtime::guarded<conv2d_fwd_cpu<kIm2col, Bias::kWith>>,
+                               DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWith>>),
+                               {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_im2col_nobias("conv2d_fwd_im2col_nobias",
+                                      runtime::guarded<conv2d_fwd_cpu<kIm2col, Bias::kWithout>>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWithout>>),
+                                      {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_convgemm("conv2d_bwd_data_convgemm", runtime::guarded<conv2d_bwd_data_cpu<kConvgemm>>,
                                       DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
                                       {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_im2col("conv2d_bwd_data_im2col",
-                                    runtime::guarded<conv2d_bwd_data_cpu<ConvAlgorithm::kIm2col>>,
+runtime::Codelet cl_bwd_data_im2col("conv2d_bwd_data_im2col", runtime::guarded<conv2d_bwd_data_cpu<kIm2col>>,
                                     DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
                                     {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_convgemm("conv2d_bwd_weights_convgemm",
-                                         runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kConvgemm>>,
-                                         DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda>), {});
+                                         runtime::guarded<conv2d_bwd_weights_cpu<kConvgemm, Bias::kWith>>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWith>>),
+                                         {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_convgemm_nobias(
+    "conv2d_bwd_weights_convgemm_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kConvgemm, Bias::kWithout>>,
+    DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_im2col("conv2d_bwd_weights_im2col",
-                                       runtime::guarded<conv2d_bwd_weights_cpu<ConvAlgorithm::kIm2col>>,
-                                       DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda>), {});
+                                       runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWith>>,
+                                       DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWith>>),
+                                       {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_im2col_nobias(
+    "conv2d_bwd_weights_im2col_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWithout>>,
+    DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
 
-runtime::Codelet& pick(ConvAlgorithm a, runtime::Codelet& convgemm, runtime::Codelet& im2col) {
-  return a == ConvAlgorithm::kConvgemm ? convgemm : im2col;
+const CodeletTable kFwd{{{&cl_fwd_convgemm_nobias, &cl_fwd_convgemm}, {&cl_fwd_im2col_nobias, &cl_fwd_im2col}}};
+const CodeletTable kBwdWeights{{{&cl_bwd_weights_convgemm_nobias, &cl_bwd_weights_convgemm},
+                                {&cl_bwd_weights_im2col_nobias, &cl_bwd_weights_im2col}}};
+
+runtime::Codelet& pick(const CodeletTable& table, ConvAlgorithm a, const Tensor* bias) {
+  return *table[a == ConvAlgorithm::kConvgemm ? 0 : 1][bias != nullptr ? 1 : 0];
 }
 
-ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int has_bias, int relu) {
-  ConvArgs a{shape, has_bias, relu};
+ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int relu) {
+  ConvArgs a{shape, relu};
   a.shape.n = static_cast<int>(batch.tile_range(tile).count);
   return a;
 }
@@ -151,23 +185,19 @@ const char* to_string(ConvAlgorithm a) { return a == ConvAlgorithm::kConvgemm ? 
 void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
                        const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile) {
   check_same_tiling(tag, x, y);
-  const ConvArgs a = tile_args(shape, x, tile, b != nullptr, relu);
+  const ConvArgs a = tile_args(shape, x, tile, relu);
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
+  if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  const auto info = task_info(tag, "fwd", tile, a.shape.flops(), name);
-  runtime::Codelet& cl = pick(algorithm, cl_fwd_convgemm, cl_fwd_im2col);
-  if (b != nullptr) {
-    runtime::submit_task(cl, info, {rd(x.tile(tile)), rd(w.handle()), rd(b->handle()), wr(y.tile(tile))}, a);
-  } else {
-    runtime::submit_task(cl, info, {rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))}, a);
-  }
+  runtime::submit_task(pick(kFwd, algorithm, b), task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
 }
 
 void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& dy,
                             const Tensor& w, Tensor& dx, int tile) {
   check_same_tiling(tag, dy, dx);
-  const ConvArgs a = tile_args(shape, dx, tile, 0, 0);
+  const ConvArgs a = tile_args(shape, dx, tile, 0);
   std::string name;
-  runtime::submit_task(pick(algorithm, cl_bwd_data_convgemm, cl_bwd_data_im2col),
+  runtime::submit_task(algorithm == ConvAlgorithm::kConvgemm ? cl_bwd_data_convgemm : cl_bwd_data_im2col,
                        task_info(tag, "bwd_data", tile, a.shape.flops(), name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
 }
@@ -175,16 +205,12 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
 void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
                                const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile) {
   check_same_tiling(tag, x, dy);
-  const ConvArgs a = tile_args(shape, x, tile, db_tiles != nullptr, 0);
+  const ConvArgs a = tile_args(shape, x, tile, 0);
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
+  if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  const auto info = task_info(tag, "bwd_weights", tile, a.shape.flops(), name);
-  runtime::Codelet& cl = pick(algorithm, cl_bwd_weights_convgemm, cl_bwd_weights_im2col);
-  if (db_tiles != nullptr) {
-    runtime::submit_task(cl, info,
-                         {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile)), wr(db_tiles->tile(tile))}, a);
-  } else {
-    runtime::submit_task(cl, info, {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))}, a);
-  }
+  runtime::submit_task(pick(kBwdWeights, algorithm, db_tiles),
+                       task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
 }
 
 namespace {

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/dense.hpp"
 
+#include <vector>
+
 #include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/dense_cublas.hpp"
+#include "codelets/cuda/dense.hpp"
 #include "runtime/cuda.hpp"
 #endif
 
@@ -15,36 +17,44 @@ struct DenseArgs {
   int n;
   int in;
   int out;
-  int has_bias;
 };
 
+// The forward and backward-weights passes have a codelet with the bias and one without (Bias), each with its fixed
+// buffer list; the bias buffer comes last, so the other buffers keep their indices in both.
+enum class Bias { kWithout, kWith };
+
+// Buffers: x, w, y, then b with the bias.
+template <Bias B>
 void dense_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
-  const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
+  const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                          runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]));
+                          runtime::vector_ptr(buffers[2]));
 }
 
+// Buffers: dy, w, dx.
 void dense_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   kernels::cpu::dense_bwd_data(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                runtime::vector_ptr(buffers[2]));
 }
 
+// Buffers: x, dy, dw, then db with the bias.
+template <Bias B>
 void dense_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
-  float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::dense_bwd_weights(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                   runtime::vector_ptr(buffers[2]), db);
 }
 
 #ifdef DTNN_HAVE_CUDA
+template <Bias B>
 void dense_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
-  const float* b = a.has_bias ? runtime::vector_ptr(buffers[2]) : nullptr;
+  const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cuda::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                           runtime::vector_ptr(buffers[a.has_bias ? 3 : 2]), runtime::cuda::cublas(),
-                           runtime::cuda::stream());
+                           runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
   runtime::cuda::check_launch("dense_fwd");
 }
 
@@ -55,9 +65,10 @@ void dense_bwd_data_cuda(void** buffers, void* cl_arg) {
   runtime::cuda::check_launch("dense_bwd_data");
 }
 
+template <Bias B>
 void dense_bwd_weights_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
-  float* db = a.has_bias ? runtime::vector_ptr(buffers[3]) : nullptr;
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cuda::dense_bwd_weights(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                    runtime::vector_ptr(buffers[2]), db, runtime::cuda::cublas(),
                                    runtime::cuda::stream());
@@ -65,36 +76,44 @@ void dense_bwd_weights_cuda(void** buffers, void* cl_arg) {
 }
 #endif
 
-runtime::Codelet cl_dense_fwd("dense_fwd", runtime::guarded<dense_fwd_cpu>,
-                              DTNN_CUDA_FUNC(runtime::guarded<dense_fwd_cuda>), {});
+// The with-bias codelets keep the names that traces showed before the variants had codelets of their own.
+runtime::Codelet cl_dense_fwd("dense_fwd", runtime::guarded<dense_fwd_cpu<Bias::kWith>>,
+                              DTNN_CUDA_FUNC(runtime::guarded<dense_fwd_cuda<Bias::kWith>>),
+                              {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_dense_fwd_nobias("dense_fwd_nobias", runtime::guarded<dense_fwd_cpu<Bias::kWithout>>,
+                                     DTNN_CUDA_FUNC(runtime::guarded<dense_fwd_cuda<Bias::kWithout>>),
+                                     {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_dense_bwd_data("dense_bwd_data", runtime::guarded<dense_bwd_data_cpu>,
                                    DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_data_cuda>),
                                    {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_dense_bwd_weights("dense_bwd_weights", runtime::guarded<dense_bwd_weights_cpu>,
-                                      DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda>), {});
+runtime::Codelet cl_dense_bwd_weights("dense_bwd_weights", runtime::guarded<dense_bwd_weights_cpu<Bias::kWith>>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda<Bias::kWith>>),
+                                      {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_nobias("dense_bwd_weights_nobias",
+                                             runtime::guarded<dense_bwd_weights_cpu<Bias::kWithout>>,
+                                             DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda<Bias::kWithout>>),
+                                             {STARPU_R, STARPU_R, STARPU_W});
 
-DenseArgs args_for(const Tensor& x_or_dx, const Tensor& w, int tile, int has_bias) {
+DenseArgs args_for(const Tensor& x_or_dx, const Tensor& w, int tile) {
   return DenseArgs{static_cast<int>(x_or_dx.tile_range(tile).count), static_cast<int>(w.shape()[1]),
-                   static_cast<int>(w.shape()[0]), has_bias};
+                   static_cast<int>(w.shape()[0])};
 }
 
 }  // namespace
 
 void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile) {
   check_same_tiling(tag, x, y);
-  const DenseArgs a = args_for(x, w, tile, b != nullptr);
+  const DenseArgs a = args_for(x, w, tile);
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
+  if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  const auto info = task_info(tag, "fwd", tile, 2.0 * a.n * a.in * a.out, name);
-  if (b != nullptr) {
-    runtime::submit_task(cl_dense_fwd, info, {rd(x.tile(tile)), rd(w.handle()), rd(b->handle()), wr(y.tile(tile))}, a);
-  } else {
-    runtime::submit_task(cl_dense_fwd, info, {rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))}, a);
-  }
+  runtime::submit_task(b != nullptr ? cl_dense_fwd : cl_dense_fwd_nobias,
+                       task_info(tag, "fwd", tile, 2.0 * a.n * a.in * a.out, name), data, a);
 }
 
 void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w, Tensor& dx, int tile) {
   check_same_tiling(tag, dy, dx);
-  const DenseArgs a = args_for(dx, w, tile, 0);
+  const DenseArgs a = args_for(dx, w, tile);
   std::string name;
   runtime::submit_task(cl_dense_bwd_data, task_info(tag, "bwd_data", tile, 2.0 * a.n * a.in * a.out, name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
@@ -104,15 +123,12 @@ void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor&
                               Tensor* db_tiles, int tile) {
   check_same_tiling(tag, x, dy);
   const DenseArgs a{static_cast<int>(x.tile_range(tile).count), static_cast<int>(dw_tiles.shape()[2]),
-                    static_cast<int>(dw_tiles.shape()[1]), db_tiles != nullptr};
+                    static_cast<int>(dw_tiles.shape()[1])};
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
+  if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  const auto info = task_info(tag, "bwd_weights", tile, 2.0 * a.n * a.in * a.out, name);
-  if (db_tiles != nullptr) {
-    runtime::submit_task(cl_dense_bwd_weights, info,
-                         {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile)), wr(db_tiles->tile(tile))}, a);
-  } else {
-    runtime::submit_task(cl_dense_bwd_weights, info, {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))}, a);
-  }
+  runtime::submit_task(db_tiles != nullptr ? cl_dense_bwd_weights : cl_dense_bwd_weights_nobias,
+                       task_info(tag, "bwd_weights", tile, 2.0 * a.n * a.in * a.out, name), data, a);
 }
 
 }  // namespace dtnn::codelets

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codelets/cpu/augment.hpp"
 #include "runtime/failure.hpp"
 
 namespace dtnn::codelets {
@@ -45,8 +46,9 @@ void gather_batch_cpu(void** buffers, void* cl_arg) {
     const std::int64_t at = h.source.reader != nullptr ? i : s;
     if (h.augment) {
       const Augmentation& a = h.augmentation;
-      io::augment_sample(images + at * row, x + i * row, a.channels, a.height, a.width, a.options,
-                         io::augment_seed(a.seed, static_cast<std::uint64_t>(a.epoch), static_cast<std::uint64_t>(s)));
+      const std::uint64_t seed =
+          kernels::cpu::augment_seed(a.seed, static_cast<std::uint64_t>(a.epoch), static_cast<std::uint64_t>(s));
+      kernels::cpu::augment_sample(images + at * row, x + i * row, a.channels, a.height, a.width, a.options, seed);
     } else if (h.source.reader == nullptr) {
       std::memcpy(x + i * row, images + at * row, row * sizeof(float));
     }

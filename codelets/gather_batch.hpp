@@ -7,15 +7,15 @@
 #include <span>
 
 #include "codelets/common.hpp"
-#include "io/augment.hpp"
-#include "io/dataset.hpp"
+#include "core/augment_options.hpp"
+#include "core/sample_reader.hpp"
 
 namespace dtnn::codelets {
 
 // Samples in memory; the caller keeps them alive until the tasks that read them have run.
 struct SampleSource {
   const float* images = nullptr;         // [count, sample_elements]; null when reader is set
-  io::SampleReader* reader = nullptr;    // streams the images of a dataset larger than memory
+  SampleReader* reader = nullptr;    // streams the images of a dataset larger than memory
   const std::int32_t* labels = nullptr;  // [count], in [0, classes)
   std::int64_t sample_elements = 0;
   int classes = 0;
@@ -26,7 +26,7 @@ struct SampleSource {
 // Training-time augmentation of the gathered samples: each sample's draw is seeded by (seed, epoch, sample
 // index in the dataset), so it does not depend on the tiling or on which worker runs the task.
 struct Augmentation {
-  io::AugmentOptions options;
+  AugmentOptions options;
   std::uint64_t seed = 0;
   std::int64_t epoch = 0;
   int channels = 0, height = 0, width = 0;

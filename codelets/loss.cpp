@@ -3,7 +3,7 @@
 
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/softmax_loss.hpp"
+#include "codelets/cuda/loss.hpp"
 #include "runtime/cuda.hpp"
 #endif
 

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/merge.hpp"
 
-#include <algorithm>
 #include <array>
 
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/fixed_order_sum.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "codelets/cuda/merge.hpp"
@@ -14,64 +14,32 @@
 namespace dtnn::codelets {
 namespace {
 
-struct AddArgs {
-  std::size_t count;
-  int nsrc;
-  int accumulate;
-};
-
-void add_cpu(void** buffers, void* cl_arg) {
-  const auto& a = runtime::task_args<AddArgs>(cl_arg);
-  std::array<const float*, STARPU_NMAXBUFS> src{};
-  for (int i = 0; i < a.nsrc; ++i) src[i] = runtime::vector_ptr(buffers[i]);
-  float* dst = runtime::vector_ptr(buffers[a.nsrc]);
-  if (a.accumulate) {
-    kernels::cpu::accumulate_fixed_order(a.count, a.nsrc, src.data(), dst);
-  } else {
-    kernels::cpu::sum_fixed_order(a.count, a.nsrc, src.data(), dst);
-  }
-}
-
 struct ConcatArgs {
   int n;
   int nparts;
   std::array<std::int64_t, kMaxMergeParts> part_elems;
 };
 
+// Buffers: the parts, then the whole.
 void concat_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
-  std::array<const float*, kMaxMergeParts> parts{};
-  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p]);
+  const auto parts = vector_ptrs<const float>(buffers, a.nparts);
   kernels::cpu::concat_fwd(a.n, a.nparts, parts.data(), a.part_elems.data(), runtime::vector_ptr(buffers[a.nparts]));
 }
 
+// Buffers: the whole (dy), then the parts.
 void concat_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
-  std::array<float*, kMaxMergeParts> parts{};
-  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p + 1]);
+  const auto parts = vector_ptrs<float>(buffers + 1, a.nparts);
   kernels::cpu::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data());
 }
 
 #ifdef DTNN_HAVE_CUDA
 static_assert(kMaxMergeParts <= kernels::cuda::kMaxMergeSources, "the CUDA merge kernels take fewer parts than a task");
 
-void add_cuda(void** buffers, void* cl_arg) {
-  const auto& a = runtime::task_args<AddArgs>(cl_arg);
-  std::array<const float*, STARPU_NMAXBUFS> src{};
-  for (int i = 0; i < a.nsrc; ++i) src[i] = runtime::vector_ptr(buffers[i]);
-  float* dst = runtime::vector_ptr(buffers[a.nsrc]);
-  if (a.accumulate) {
-    kernels::cuda::accumulate_fixed_order(a.count, a.nsrc, src.data(), dst, runtime::cuda::stream());
-  } else {
-    kernels::cuda::sum_fixed_order(a.count, a.nsrc, src.data(), dst, runtime::cuda::stream());
-  }
-  runtime::cuda::check_launch("add");
-}
-
 void concat_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
-  std::array<const float*, kMaxMergeParts> parts{};
-  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p]);
+  const auto parts = vector_ptrs<const float>(buffers, a.nparts);
   kernels::cuda::concat_fwd(a.n, a.nparts, parts.data(), a.part_elems.data(), runtime::vector_ptr(buffers[a.nparts]),
                             runtime::cuda::stream());
   runtime::cuda::check_launch("concat_fwd");
@@ -79,15 +47,15 @@ void concat_fwd_cuda(void** buffers, void* cl_arg) {
 
 void concat_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConcatArgs>(cl_arg);
-  std::array<float*, kMaxMergeParts> parts{};
-  for (int p = 0; p < a.nparts; ++p) parts[p] = runtime::vector_ptr(buffers[p + 1]);
+  const auto parts = vector_ptrs<float>(buffers + 1, a.nparts);
   kernels::cuda::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data(),
                                  runtime::cuda::stream());
   runtime::cuda::check_launch("concat_bwd_data");
 }
 #endif
 
-runtime::Codelet cl_add("add", runtime::guarded<add_cpu>, DTNN_CUDA_FUNC(runtime::guarded<add_cuda>), {});
+runtime::Codelet cl_add("add", runtime::guarded<detail::fixed_order_sum_cpu>,
+                        DTNN_CUDA_FUNC(runtime::guarded<detail::fixed_order_sum_cuda>), {});
 runtime::Codelet cl_concat_fwd("concat_fwd", runtime::guarded<concat_fwd_cpu>,
                                DTNN_CUDA_FUNC(runtime::guarded<concat_fwd_cuda>), {});
 runtime::Codelet cl_concat_bwd_data("concat_bwd_data", runtime::guarded<concat_bwd_data_cpu>,
@@ -118,24 +86,17 @@ void submit_add(const TaskTag& tag, std::string_view pass, const std::vector<con
   if (inputs.empty()) {
     throw InvalidArgument(fmt::format("{}: sum of no tensors", tag.layer));
   }
-  const std::size_t count = static_cast<std::size_t>(out.tile_range(tile).count * out.row_elements());
-  std::string name;
-  for (std::size_t first = 0; first < inputs.size(); first += kMaxMergeParts) {
-    const int nsrc = static_cast<int>(std::min<std::size_t>(kMaxMergeParts, inputs.size() - first));
-    std::vector<runtime::Access> data;
-    for (int i = 0; i < nsrc; ++i) {
-      const Tensor& in = *inputs[first + i];
-      check_same_tiling(tag, in, out);
-      if (in.row_elements() != out.row_elements()) {
-        throw InvalidArgument(fmt::format("{}: adding {} to {}, expected equal shapes", tag.layer,
-                                          to_string(in.shape()), to_string(out.shape())));
-      }
-      data.push_back(rd(in.tile(tile)));
+  std::vector<starpu_data_handle_t> sources;
+  for (const Tensor* in : inputs) {
+    check_same_tiling(tag, *in, out);
+    if (in->row_elements() != out.row_elements()) {
+      throw InvalidArgument(fmt::format("{}: adding {} to {}, expected equal shapes", tag.layer,
+                                        to_string(in->shape()), to_string(out.shape())));
     }
-    data.push_back(first > 0 ? rdwr(out.tile(tile)) : wr(out.tile(tile)));
-    const AddArgs a{count, nsrc, first > 0};
-    runtime::submit_task(cl_add, task_info(tag, pass, tile, static_cast<double>(count) * nsrc, name), data, a);
+    sources.push_back(in->tile(tile));
   }
+  detail::submit_fixed_order_sum(cl_add, tag, pass, tile, sources, out.tile(tile),
+                                 static_cast<std::size_t>(out.tile_range(tile).count * out.row_elements()));
 }
 
 void submit_concat_fwd(const TaskTag& tag, const std::vector<const Tensor*>& inputs, Tensor& out, int tile) {

@@ -7,7 +7,7 @@
 
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/optim.hpp"
+#include "codelets/cuda/optimizers.hpp"
 #include "runtime/cuda.hpp"
 #endif
 
@@ -29,15 +29,30 @@ struct NadamArgs {
   std::size_t count;
 };
 
-// Buffers: weights, gradient, square average, then the momentum buffer and the gradient average when the
-// params ask for them, in that order.
+// RMSprop's state depends on its options: one codelet per combination of a momentum buffer and a gradient average
+// (the centred variance), each with its fixed buffer list.
+enum class Momentum { kWithout, kWith };
+enum class Centered { kNo, kYes };
+
+// Buffers: weights, gradient, square average, then the momentum buffer and the gradient average when the variant
+// has them, in that order.
+template <Momentum M, Centered C>
+struct RmspropState {
+  static constexpr int kMomentumBuf = 3;
+  static constexpr int kGradAvg = M == Momentum::kWith ? 4 : 3;
+  float* momentum_buf;
+  float* grad_avg;
+  explicit RmspropState(void** buffers)
+      : momentum_buf(M == Momentum::kWith ? runtime::vector_ptr(buffers[kMomentumBuf]) : nullptr),
+        grad_avg(C == Centered::kYes ? runtime::vector_ptr(buffers[kGradAvg]) : nullptr) {}
+};
+
+template <Momentum M, Centered C>
 void rmsprop_update_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<RmspropArgs>(cl_arg);
-  int next = 3;
-  float* momentum_buf = a.params.momentum != 0.0f ? runtime::vector_ptr(buffers[next++]) : nullptr;
-  float* grad_avg = a.params.centered != 0 ? runtime::vector_ptr(buffers[next]) : nullptr;
+  const RmspropState<M, C> state(buffers);
   kernels::cpu::rmsprop_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                               runtime::vector_ptr(buffers[2]), momentum_buf, grad_avg);
+                               runtime::vector_ptr(buffers[2]), state.momentum_buf, state.grad_avg);
 }
 
 void adam_update_cpu(void** buffers, void* cl_arg) {
@@ -53,13 +68,13 @@ void nadam_update_cpu(void** buffers, void* cl_arg) {
 }
 
 #ifdef DTNN_HAVE_CUDA
+template <Momentum M, Centered C>
 void rmsprop_update_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<RmspropArgs>(cl_arg);
-  int next = 3;
-  float* momentum_buf = a.params.momentum != 0.0f ? runtime::vector_ptr(buffers[next++]) : nullptr;
-  float* grad_avg = a.params.centered != 0 ? runtime::vector_ptr(buffers[next]) : nullptr;
+  const RmspropState<M, C> state(buffers);
   kernels::cuda::rmsprop_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                                runtime::vector_ptr(buffers[2]), momentum_buf, grad_avg, runtime::cuda::stream());
+                                runtime::vector_ptr(buffers[2]), state.momentum_buf, state.grad_avg,
+                                runtime::cuda::stream());
   runtime::cuda::check_launch("rmsprop_update");
 }
 
@@ -80,10 +95,24 @@ void nadam_update_cuda(void** buffers, void* cl_arg) {
 #endif
 
 // The hyper-parameters and bias corrections change every step; only the sizes distinguish the histories.
-// RMSprop's state buffers depend on its options, hence a variable number of buffers.
-runtime::Codelet cl_rmsprop_update("rmsprop_update", runtime::guarded<rmsprop_update_cpu>,
-                                   DTNN_CUDA_FUNC(runtime::guarded<rmsprop_update_cuda>), {},
-                                   runtime::Footprint::kData);
+// Plain RMSprop keeps the name that traces showed before the variants had codelets of their own.
+// DTNN_CUDA_FUNC((...)): the parentheses keep the template arguments' comma from splitting the macro argument.
+runtime::Codelet cl_rmsprop_update(
+    "rmsprop_update", runtime::guarded<rmsprop_update_cpu<Momentum::kWithout, Centered::kNo>>,
+    DTNN_CUDA_FUNC((runtime::guarded<rmsprop_update_cuda<Momentum::kWithout, Centered::kNo>>)),
+    {STARPU_RW, STARPU_R, STARPU_RW}, runtime::Footprint::kData);
+runtime::Codelet cl_rmsprop_update_momentum(
+    "rmsprop_update_momentum", runtime::guarded<rmsprop_update_cpu<Momentum::kWith, Centered::kNo>>,
+    DTNN_CUDA_FUNC((runtime::guarded<rmsprop_update_cuda<Momentum::kWith, Centered::kNo>>)),
+    {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
+runtime::Codelet cl_rmsprop_update_centered(
+    "rmsprop_update_centered", runtime::guarded<rmsprop_update_cpu<Momentum::kWithout, Centered::kYes>>,
+    DTNN_CUDA_FUNC((runtime::guarded<rmsprop_update_cuda<Momentum::kWithout, Centered::kYes>>)),
+    {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
+runtime::Codelet cl_rmsprop_update_centered_momentum(
+    "rmsprop_update_centered_momentum", runtime::guarded<rmsprop_update_cpu<Momentum::kWith, Centered::kYes>>,
+    DTNN_CUDA_FUNC((runtime::guarded<rmsprop_update_cuda<Momentum::kWith, Centered::kYes>>)),
+    {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
 runtime::Codelet cl_adam_update("adam_update", runtime::guarded<adam_update_cpu>,
                                 DTNN_CUDA_FUNC(runtime::guarded<adam_update_cuda>),
                                 {STARPU_RW, STARPU_R, STARPU_RW, STARPU_RW}, runtime::Footprint::kData);
@@ -124,8 +153,11 @@ void submit_rmsprop_update(const TaskTag& tag, const RmspropParams& params, Tens
   }
   const RmspropArgs a{params, static_cast<std::size_t>(weights.numel())};
   const double flops = (7.0 + 3.0 * wants_momentum + 4.0 * wants_centered) * static_cast<double>(a.count);
+  // [momentum][centered]
+  runtime::Codelet* const codelets[2][2] = {{&cl_rmsprop_update, &cl_rmsprop_update_centered},
+                                            {&cl_rmsprop_update_momentum, &cl_rmsprop_update_centered_momentum}};
   std::string name;
-  runtime::submit_task(cl_rmsprop_update, task_info(tag, "update", -1, flops, name), data, a);
+  runtime::submit_task(*codelets[wants_momentum][wants_centered], task_info(tag, "update", -1, flops, name), data, a);
 }
 
 void submit_adam_update(const TaskTag& tag, const AdamParams& params, Tensor& weights,

@@ -4,7 +4,7 @@
 #include "codelets/cpu/kernels.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/relu.hpp"
+#include "codelets/cuda/elementwise.hpp"
 #include "runtime/cuda.hpp"
 #endif
 

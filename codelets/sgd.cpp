@@ -3,7 +3,7 @@
 
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/optim.hpp"
+#include "codelets/cuda/optimizers.hpp"
 #include "runtime/cuda.hpp"
 #endif
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "codelets/common.hpp"
-#include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/optim_kernels.hpp"
 
 namespace dtnn::codelets {
 

@@ -3,7 +3,7 @@
 
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/merge.hpp"
+#include "codelets/cuda/shortcut_pad.hpp"
 #include "runtime/cuda.hpp"
 #endif
 

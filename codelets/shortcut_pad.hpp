@@ -4,7 +4,7 @@
 #pragma once
 
 #include "codelets/common.hpp"
-#include "codelets/cpu/shortcut_kernels.hpp"
+#include "codelets/cpu/shortcut_pad.hpp"
 
 namespace dtnn::codelets {
 

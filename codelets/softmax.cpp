@@ -4,7 +4,7 @@
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
-#include "codelets/cuda/softmax_loss.hpp"
+#include "codelets/cuda/softmax.hpp"
 #include "runtime/cuda.hpp"
 #endif
 

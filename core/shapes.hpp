@@ -3,6 +3,14 @@
 // nothing of StarPU, of a device or of a layer.
 #pragma once
 
+// The geometry helpers below are compiled for the CUDA kernels' device code too, so that CPU and GPU windows
+// come from one definition.
+#ifdef __CUDACC__
+#define DTNN_HOST_DEVICE __host__ __device__
+#else
+#define DTNN_HOST_DEVICE
+#endif
+
 namespace dtnn {
 
 // Convolution geometry, shared by every convolution variant (CPU and CUDA kernels, codelets, layers).
@@ -42,7 +50,28 @@ struct Pool2dShape {
     if ((out - 1) * s >= in + p) --out;
     return out;
   }
+  // 2x2 windows with stride 2, no padding and every window inside the input (ceil mode's partial windows are
+  // not): the disjoint windows that the kernels' fast paths handle.
+  [[nodiscard]] bool plain_2x2() const {
+    return kh == 2 && kw == 2 && stride_h == 2 && stride_w == 2 && pad_h == 0 && pad_w == 0 && 2 * out_h() <= h &&
+           2 * out_w() <= w;
+  }
 };
+
+// Window o of a pooling along one axis (input size `in`, symmetric padding `pad`): the input cells [lo, hi) it
+// covers, and how many cells it covers in the padded input (`padded`, the divisor of an average that counts
+// padding: PyTorch clips a window to the padded input). Max and average pooling, CPU and CUDA, all take their
+// windows from here.
+struct PoolSpan {
+  int lo, hi;
+  int padded;
+};
+
+DTNN_HOST_DEVICE inline PoolSpan pool_span(int o, int in, int kernel, int stride, int pad) {
+  const int start = o * stride - pad;
+  const int end = start + kernel < in + pad ? start + kernel : in + pad;
+  return PoolSpan{start > 0 ? start : 0, end < in ? end : in, end - start};
+}
 
 // The parameter-free "option A" shortcut of He et al. 2016's CIFAR ResNets: subsampling by a stride, zero
 // channels added on both sides.

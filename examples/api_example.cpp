@@ -5,7 +5,9 @@
 #include "io/dataset.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "runtime/engine.hpp"
 

@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "examples/report.hpp"
-#include "io/augment.hpp"
+#include "io/normalize.hpp"
 #include "io/checkpoint.hpp"
 #include "io/cifar.hpp"
 #include "io/dataset.hpp"
@@ -287,7 +287,7 @@ dtnn::FitOptions train_fit_options(const TrainArgs& a, std::int64_t initial_step
       .verbose(a.quiet ? 0 : 1)
       .loss(parse_loss(a.loss))
       .label_smoothing(a.label_smoothing)
-      .augment(dtnn::io::AugmentOptions{a.flip, a.crop_padding})
+      .augment(dtnn::AugmentOptions{a.flip, a.crop_padding})
       .initial_step(initial_step);
 }
 

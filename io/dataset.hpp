@@ -5,20 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-namespace dtnn::io {
+#include "core/sample_reader.hpp"
 
-// Images that stay on disk, read on demand by the batch-loading tasks. Implementations are thread-safe: the
-// tasks of several tiles read at the same time.
-class SampleReader {
- public:
-  virtual ~SampleReader() = default;
-  // The samples at these dataset indices, as NCHW floats in [0,1], into out (indices.size() samples).
-  virtual void read(std::span<const std::int64_t> indices, float* out) = 0;
-};
+namespace dtnn::io {
 
 struct Dataset {
   std::string name;  // e.g. "fashion-mnist/train"; subsets append the range or the draw that made them

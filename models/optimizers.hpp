@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Adaptive optimizers with PyTorch's definitions (RMSprop, Adam, AdamW, NAdam) and the factory by name that the
-// command line uses. Like Sgd, each submits one update task per parameter and keeps its state tensors per
-// parameter, created on that parameter's first update. Bias corrections use the number of updates of that
+// The optimizers, with PyTorch's definitions (SGD, RMSprop, Adam, AdamW, NAdam), and the factory by name that the
+// command line uses (the interface they implement is models/optimizer.hpp). Each submits one update task per
+// parameter and keeps its state tensors per parameter, created on that parameter's first update. Bias corrections use the number of updates of that
 // parameter, counted by the optimizer (PyDTNN counts per layer: the same count for every parameter of a layer).
 // Unlike PyDTNN, eps sits outside the square root, as in PyTorch and in the papers.
 #pragma once
@@ -17,6 +17,33 @@
 #include "models/optimizer.hpp"
 
 namespace dtnn {
+
+struct SgdOptions {
+  explicit SgdOptions(float learning_rate) : lr_(learning_rate) {}
+  SgdOptions& momentum(float m) { momentum_ = m; return *this; }
+  SgdOptions& weight_decay(float wd) { weight_decay_ = wd; return *this; }
+  SgdOptions& nesterov(int on) { nesterov_ = on; return *this; }
+
+  float lr_;
+  float momentum_ = 0.0f;
+  float weight_decay_ = 0.0f;
+  int nesterov_ = 0;
+};
+
+// PyTorch's SGD: v = momentum * v + (g + wd * w); w -= lr * v (or lr * (g' + momentum * v) with Nesterov).
+class Sgd : public Optimizer {
+ public:
+  explicit Sgd(SgdOptions options);
+  void submit_update(Parameter& p, std::string_view name, int priority) override;
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] std::string name() const override { return "sgd"; }
+  [[nodiscard]] ParamState state_of(Parameter& p) override;
+
+ private:
+  Tensor& velocity(const Parameter& p);
+  SgdOptions options_;
+  std::unordered_map<const Parameter*, Tensor> velocity_;
+};
 
 // alpha is the decay of the squared-gradient average (PyDTNN and Keras call it rho).
 struct RmspropOptions {

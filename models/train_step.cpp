@@ -110,7 +110,7 @@ void check_step_options(const TrainStepOptions& o, const char* who) {
   if (o.tiles_ < 1) {
     throw InvalidArgument(fmt::format("{}: tiles={}, expected tiles >= 1", who, o.tiles_));
   }
-  io::check_augment_options(o.augment_);
+  check_augment_options(o.augment_);
   const DataParallel& dp = o.data_parallel_;
   const int world = dp.mpi != nullptr ? dp.mpi->size() : 1;
   if (world > 1 && dp.communicator == nullptr) {

@@ -16,7 +16,7 @@
 #include "codelets/gather_batch.hpp"
 #include "codelets/loss.hpp"
 #include "core/loss_stats.hpp"
-#include "io/augment.hpp"
+#include "core/augment_options.hpp"
 #include "io/dataset.hpp"
 #include "models/buckets.hpp"
 #include "models/optimizer.hpp"
@@ -95,14 +95,14 @@ struct TrainStepOptions {
   // Targets (1 - s) * one_hot + s / classes (categorical cross-entropy), in [0, 1).
   TrainStepOptions& label_smoothing(float s) { label_smoothing_ = s; return *this; }
   // Random flips and padded crops of the samples, each draw seeded by (seed, epoch, sample).
-  TrainStepOptions& augment(io::AugmentOptions a) { augment_ = a; return *this; }
+  TrainStepOptions& augment(AugmentOptions a) { augment_ = a; return *this; }
   TrainStepOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
   TrainStepOptions& data_parallel(DataParallel dp) { data_parallel_ = dp; return *this; }
 
   int tiles_ = 2;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
   float label_smoothing_ = 0.0f;
-  io::AugmentOptions augment_;
+  AugmentOptions augment_;
   std::uint64_t seed_ = 0;
   DataParallel data_parallel_;
 };

@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "io/augment.hpp"
 #include "codelets/loss.hpp"
+#include "core/augment_options.hpp"
 #include "io/dataset.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
@@ -83,7 +83,7 @@ struct FitOptions {
   // batch_size is then the batch of each rank; the global batch is batch_size x ranks.
   FitOptions& data_parallel(DataParallel dp) { data_parallel_ = dp; return *this; }
   // Random horizontal flips and padded crops of the training samples (seeded by seed, epoch and sample).
-  FitOptions& augment(io::AugmentOptions a) { augment_ = a; return *this; }
+  FitOptions& augment(AugmentOptions a) { augment_ = a; return *this; }
   FitOptions& loss(codelets::LossKind k) { loss_ = k; return *this; }
   // Targets (1 - s) * one_hot + s / classes (categorical cross-entropy), in [0, 1).
   FitOptions& label_smoothing(float s) { label_smoothing_ = s; return *this; }
@@ -100,7 +100,7 @@ struct FitOptions {
   std::int64_t steps_per_epoch_ = 0;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   DataParallel data_parallel_;
-  io::AugmentOptions augment_;
+  AugmentOptions augment_;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
   float label_smoothing_ = 0.0f;
   std::int64_t initial_step_ = 0;

@@ -7,6 +7,7 @@
 
 #include "layers/batch_norm.hpp"
 #include "layers/dropout.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "models/zoo.hpp"
 #include "models/zoo_common.hpp"

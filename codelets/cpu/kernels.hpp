@@ -69,12 +69,10 @@ void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* t
 void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t* part_elems, float* y);
 void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* part_elems, float* const* parts);
 
-// ---- Reductions and updates ----
+// ---- Fixed-order sums ----
 // dst[i] = src[0][i] + src[1][i] + ... + src[nsrc-1][i], summed in that order (bitwise reproducible).
 void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst);
 // Same, accumulating into dst in the fixed order: dst = ((dst + src[0]) + src[1]) + ...
 void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst);
-// SGD with momentum (PyTorch's formulation, core/params.hpp).
-void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v);
 
 }  // namespace dtnn::kernels::cpu

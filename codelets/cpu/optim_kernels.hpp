@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Adaptive optimizer updates (PyTorch's formulas), in place on one parameter's fp32 buffer, no StarPU.
+// Optimizer updates (PyTorch's formulas), in place on one parameter's fp32 buffer, no StarPU.
 // Every scalar that depends on the step (bias corrections, NAdam's momentum schedule) arrives precomputed in
 // the params struct: the caller works them out in double once per update, so the loops stay element-wise and
 // vectorise, and the kernels carry no step counter of their own.
@@ -10,6 +10,9 @@
 #include "core/params.hpp"
 
 namespace dtnn::kernels::cpu {
+
+// SGD with momentum (core/params.hpp). v may be null when momentum is 0 (PyTorch keeps no velocity then).
+void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v);
 
 // momentum_buf is read only when momentum != 0, grad_avg only when centered; either may be null otherwise.
 void rmsprop_update(std::size_t count, const RmspropParams& p, float* w, const float* g, float* square_avg,

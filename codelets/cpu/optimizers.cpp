@@ -104,4 +104,34 @@ void nadam_update(std::size_t count, const NadamParams& p, float* __restrict w, 
   }
 }
 
+void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v) {
+  const float lr = p.lr;
+  const float mu = p.momentum;
+  const float wd = p.weight_decay;
+  // PyTorch keeps no velocity without momentum, so callers may pass v = null then; the momentum term is
+  // meaningless without a velocity buffer, and a null v with momentum != 0 is a caller error.
+  if (v == nullptr) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const float grad = g[i] + wd * w[i];
+      w[i] -= lr * grad;
+    }
+    return;
+  }
+  if (p.nesterov != 0) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const float grad = g[i] + wd * w[i];
+      const float vel = mu * v[i] + grad;
+      v[i] = vel;
+      w[i] -= lr * (grad + mu * vel);
+    }
+  } else {
+    for (std::size_t i = 0; i < count; ++i) {
+      const float grad = g[i] + wd * w[i];
+      const float vel = mu * v[i] + grad;
+      v[i] = vel;
+      w[i] -= lr * vel;
+    }
+  }
+}
+
 }  // namespace dtnn::kernels::cpu

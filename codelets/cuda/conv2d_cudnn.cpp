@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codelets/cuda/dense_cublas.hpp"
+#include "codelets/cuda/elementwise.hpp"
 #include "core/errors.hpp"
 
 namespace dtnn::kernels::cuda {

@@ -10,11 +10,12 @@
 namespace dtnn::kernels::cuda {
 
 inline constexpr int kThreads = 256;
+// The most blocks a launch asks for: enough to fill the GPU several times over; grid-stride loops cover the rest.
+inline constexpr unsigned kMaxBlocks = 65535;
 
-// Enough blocks to fill the GPU several times over, no more: grid-stride loops cover the rest.
 inline unsigned blocks_for(std::size_t count) {
   const std::size_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, 65535));
+  return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, kMaxBlocks));
 }
 
 #define DTNN_GRID_STRIDE(i, count)                                                                  \

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA kernels that merge and reshape batch tiles: the fixed-order sum of several tensors (residual Add), channel
-// concatenation and its inverse, and the option-A residual shortcut. Launchers that enqueue on a stream and return
-// (no StarPU here); same names and contracts as the CPU kernels (codelets/cpu/kernels.hpp,
-// codelets/cpu/shortcut_kernels.hpp). None does arithmetic but the sum, whose additions come in the CPU's order:
-// the results are bitwise those of the CPU.
+// CUDA kernels that merge batch tiles: the fixed-order sum of several tensors (residual Add, tile sums) and channel
+// concatenation with its inverse. Launchers that enqueue on a stream and return (no StarPU here); same names and
+// contracts as the CPU kernels (codelets/cpu/kernels.hpp, codelets/cpu/merge.cpp). None does arithmetic but the
+// sum, whose additions come in the CPU's order: the results are bitwise those of the CPU.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
-
-#include "core/shapes.hpp"
 
 namespace dtnn::kernels::cuda {
 
@@ -30,8 +27,5 @@ void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t
 // parts[p][i] = the slice of dy[i] that part p contributed.
 void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* part_elems, float* const* parts,
                      cudaStream_t stream);
-
-void shortcut_pad_fwd(const ShortcutPadShape& sh, const float* x, float* y, cudaStream_t stream);
-void shortcut_pad_bwd_data(const ShortcutPadShape& sh, const float* dy, float* dx, cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda

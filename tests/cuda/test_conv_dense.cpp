@@ -122,9 +122,9 @@ const ConvCase kConvCases[] = {
     {"LargePlaneBias", 4, 2, geometry(8, 32, 32, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), 1, 0, kIm2col},
 };
 
-class CudaConv2d : public ::testing::TestWithParam<ConvCase> {};
+class CudaConv2dTest : public ::testing::TestWithParam<ConvCase> {};
 
-TEST_P(CudaConv2d, AllPassesMatchCpu) {
+TEST_P(CudaConv2dTest, AllPassesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const ConvCase& cc = GetParam();
   Conv2dShape s = cc.shape;
@@ -162,7 +162,7 @@ TEST_P(CudaConv2d, AllPassesMatchCpu) {
       outputs, names);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaConv2d, ::testing::ValuesIn(kConvCases),
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaConv2dTest, ::testing::ValuesIn(kConvCases),
                          [](const ::testing::TestParamInfo<ConvCase>& info) { return std::string(info.param.name); });
 
 // ---- Dense ----
@@ -187,9 +187,9 @@ const DenseCase kDenseCases[] = {
     {"ClassifierHead", 50, 2, 512, 10, 1},
 };
 
-class CudaDense : public ::testing::TestWithParam<DenseCase> {};
+class CudaDenseTest : public ::testing::TestWithParam<DenseCase> {};
 
-TEST_P(CudaDense, AllPassesMatchCpu) {
+TEST_P(CudaDenseTest, AllPassesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const DenseCase& dc = GetParam();
   const int tiles = dc.tiles;
@@ -220,7 +220,7 @@ TEST_P(CudaDense, AllPassesMatchCpu) {
       outputs, names);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaDense, ::testing::ValuesIn(kDenseCases),
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaDenseTest, ::testing::ValuesIn(kDenseCases),
                          [](const ::testing::TestParamInfo<DenseCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

@@ -83,7 +83,7 @@ starpu_codelet cl_fail_then_check = cuda_only(runtime::guarded<fail_then_check>,
 
 // Strict when the suite runs on its own (bench/gpu_check.sh runs each suite in a process of its own): then no
 // data has been on the GPU yet, and all that StarPU counts as used on a worker's memory node is reservations.
-TEST(CudaRuntime, EachWorkerReservesItsWorkspaceInStarpusMemoryManager) {
+TEST(CudaRuntimeTest, EachWorkerReservesItsWorkspaceInStarpusMemoryManager) {
   DTNN_REQUIRE_CUDA();
 #ifdef DTNN_HAVE_CUDA
   for (const int w : cuda_workers()) {
@@ -96,7 +96,7 @@ TEST(CudaRuntime, EachWorkerReservesItsWorkspaceInStarpusMemoryManager) {
 #endif
 }
 
-TEST(CudaRuntime, EveryCudaWorkerHasHandlesOnItsStream) {
+TEST(CudaRuntimeTest, EveryCudaWorkerHasHandlesOnItsStream) {
   DTNN_REQUIRE_CUDA();
 #ifdef DTNN_HAVE_CUDA
   static std::vector<std::string> problems;
@@ -120,7 +120,7 @@ TEST(CudaRuntime, EveryCudaWorkerHasHandlesOnItsStream) {
 #endif
 }
 
-TEST(CudaRuntime, LaunchCheckIgnoresAnErrorLeftBeforeTheBody) {
+TEST(CudaRuntimeTest, LaunchCheckIgnoresAnErrorLeftBeforeTheBody) {
   DTNN_REQUIRE_CUDA();
 #ifdef DTNN_HAVE_CUDA
   Tensor t({1, 1000});
@@ -134,7 +134,7 @@ TEST(CudaRuntime, LaunchCheckIgnoresAnErrorLeftBeforeTheBody) {
 #endif
 }
 
-TEST(CudaRuntime, LaunchCheckReportsAnErrorOfTheBody) {
+TEST(CudaRuntimeTest, LaunchCheckReportsAnErrorOfTheBody) {
   DTNN_REQUIRE_CUDA();
 #ifdef DTNN_HAVE_CUDA
   Tensor t({1, 1000});

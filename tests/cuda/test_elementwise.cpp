@@ -84,7 +84,7 @@ struct ActivationCase {
   codelets::ActivationSpec spec;
 };
 
-TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
+TEST(CudaActivationTest, ForwardAndBackwardMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const ActivationCase cases[] = {
       {"sigmoid", {codelets::ActivationKind::kSigmoid, 0.0f}},
@@ -115,7 +115,7 @@ TEST(CudaActivation, ForwardAndBackwardMatchCpu) {
 }
 
 // One task per pass over more elements than one grid covers.
-TEST(CudaActivation, PastOneGridMatchesCpu) {
+TEST(CudaActivationTest, PastOneGridMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   const ActivationCase cases[] = {
       {"sigmoid", {codelets::ActivationKind::kSigmoid, 0.0f}},
@@ -141,7 +141,7 @@ TEST(CudaActivation, PastOneGridMatchesCpu) {
 
 // Shapes that take each CUDA path: a thread per channel column (wide planes, or few channels) and a block per column
 // (narrow planes with many channels).
-TEST(CudaSoftmax, ForwardAndBackwardMatchCpu) {
+TEST(CudaSoftmaxTest, ForwardAndBackwardMatchCpu) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     Shape shape;
@@ -227,7 +227,7 @@ void compare_loss(codelets::LossKind kind, int n, int classes, int tiles, std::v
   }, {&dlogits, &stats}, 1e-5, 1e-7);
 }
 
-TEST(CudaLoss, SoftmaxCrossEntropyMatchesCpu) {
+TEST(CudaLossTest, SoftmaxCrossEntropyMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     int n, classes, tiles;
@@ -239,7 +239,7 @@ TEST(CudaLoss, SoftmaxCrossEntropyMatchesCpu) {
   }
 }
 
-TEST(CudaLoss, SigmoidBinaryCrossEntropyMatchesCpu) {
+TEST(CudaLossTest, SigmoidBinaryCrossEntropyMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     int n, classes, tiles;
@@ -254,7 +254,7 @@ TEST(CudaLoss, SigmoidBinaryCrossEntropyMatchesCpu) {
 }
 
 // A NaN logit: at index 0 the argmax is 0 whatever follows, elsewhere it is skipped; the row's loss is NaN.
-TEST(CudaLoss, NanLogitsGiveTheCpuMetrics) {
+TEST(CudaLossTest, NanLogitsGiveTheCpuMetrics) {
   DTNN_REQUIRE_CUDA();
   const int n = 6, classes = 12;
   std::vector<float> z = tied_logits(n, classes, 51, 3.0f);
@@ -272,7 +272,7 @@ TEST(CudaLoss, NanLogitsGiveTheCpuMetrics) {
 
 // ---- Add, concatenation, shortcut, copy: bitwise ----
 
-TEST(CudaMerge, AddMatchesCpuBitwise) {
+TEST(CudaMergeTest, AddMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // 9 inputs take two tasks: a sum of kMaxMergeParts, then an accumulation of the rest.
   for (const int count : {1, 3, codelets::kMaxMergeParts, 9}) {
@@ -293,7 +293,7 @@ TEST(CudaMerge, AddMatchesCpuBitwise) {
   }
 }
 
-TEST(CudaMerge, ConcatForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaMergeTest, ConcatForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     std::vector<Shape> parts;
@@ -330,7 +330,7 @@ TEST(CudaMerge, ConcatForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
-TEST(CudaMerge, PastOneGridMatchesCpuBitwise) {
+TEST(CudaMergeTest, PastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const std::int64_t n = testing_cuda::kPastOneGrid;
   std::vector<Tensor> inputs;
@@ -350,7 +350,7 @@ TEST(CudaMerge, PastOneGridMatchesCpuBitwise) {
   compare([&] { codelets::submit_concat_bwd_data(tag, dy, {&da, &db}, 0); }, {&da, &db}, 0.0, 0.0);
 }
 
-TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaShortcutPadTest, ForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   struct Case {
     int n, c, h, w, k, stride, tiles;
@@ -375,7 +375,7 @@ TEST(CudaShortcutPad, ForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
-TEST(CudaShortcutPad, PastOneGridMatchesCpuBitwise) {
+TEST(CudaShortcutPadTest, PastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // 32 channels of 512 x 2050 to 64 of 256 x 1025: 16.8 M outputs, 33.6 M inputs.
   const ShortcutPadShape sh{1, 32, 512, 2050, 64, 2};
@@ -392,7 +392,7 @@ TEST(CudaShortcutPad, PastOneGridMatchesCpuBitwise) {
   }, {&y, &dx}, 0.0, 0.0);
 }
 
-TEST(CudaCopy, MatchesCpuBitwise) {
+TEST(CudaCopyTest, MatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Shape from{37, 3, 5, 7};
   Tensor src = tensor_of(from, 3, values_with_specials(numel(from), 90, -1.0f, 1.0f));
@@ -402,7 +402,7 @@ TEST(CudaCopy, MatchesCpuBitwise) {
   }, {&dst}, 0.0, 0.0);
 }
 
-TEST(CudaCopy, PastOneGridMatchesCpuBitwise) {
+TEST(CudaCopyTest, PastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const std::int64_t n = testing_cuda::kPastOneGrid;
   Tensor src = tensor_of({1, n}, 1, values_with_specials(n, 91, -1.0f, 1.0f, 100003));

@@ -9,11 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "codelets/avgpool2d.hpp"
 #include "codelets/batch_norm.hpp"
 #include "codelets/dropout.hpp"
-#include "codelets/global_avgpool2d.hpp"
-#include "codelets/maxpool2d.hpp"
+#include "codelets/pooling.hpp"
 #include "cuda_test_util.hpp"
 
 namespace dtnn {
@@ -92,7 +90,7 @@ std::int64_t plane_of(const Shape& s) { return s.size() == 4 ? s[2] * s[3] : 1; 
 // Training forward: sums, mean, squared deviations, variance with the running statistics, normalisation. 11 tiles
 // make both reductions chains (past StarPU's 8 buffers), the variance's with a middle task and a last task that
 // holds no partials.
-TEST(CudaBatchNorm, TrainingForwardMatchesCpuBitwise) {
+TEST(CudaBatchNormTest, TrainingForwardMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   for (const BatchNormCase& k : {BatchNormCase{{23, 5, 7, 9}, 11, 1}, BatchNormCase{{23, 5, 7, 9}, 3, 0},
                                  BatchNormCase{{19, 6}, 8, 1}, BatchNormCase{{4, 3, 2, 2}, 1, 1}}) {
@@ -128,7 +126,7 @@ TEST(CudaBatchNorm, TrainingForwardMatchesCpuBitwise) {
 
 // Training backward: per-sample sums of dy and dy * xhat, their reduction (a chain past 7 tiles) into the gradient
 // statistics and dgamma, dbeta, then dx.
-TEST(CudaBatchNorm, TrainingBackwardMatchesCpuBitwise) {
+TEST(CudaBatchNormTest, TrainingBackwardMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   for (const BatchNormCase& k : {BatchNormCase{{23, 6, 5, 3}, 9, 1}, BatchNormCase{{23, 6, 5, 3}, 9, 0},
                                  BatchNormCase{{17, 4, 3, 11}, 3, 1}, BatchNormCase{{21, 7}, 10, 1}}) {
@@ -161,7 +159,7 @@ TEST(CudaBatchNorm, TrainingBackwardMatchesCpuBitwise) {
 }
 
 // Evaluation: the forward pass from the running statistics, and the backward pass of frozen statistics.
-TEST(CudaBatchNorm, EvaluationMatchesCpuBitwise) {
+TEST(CudaBatchNormTest, EvaluationMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   for (const BatchNormCase& k : {BatchNormCase{{13, 5, 7, 3}, 4, 1}, BatchNormCase{{13, 5, 7, 3}, 4, 0},
                                  BatchNormCase{{9, 10}, 2, 1}}) {
@@ -201,7 +199,7 @@ TEST(CudaBatchNorm, EvaluationMatchesCpuBitwise) {
 
 // Evaluation forward and frozen-statistics backward over 2 x 3 planes of 2.8 M values: the per-element passes
 // take more than one grid.
-TEST(CudaBatchNorm, EvaluationPastOneGridMatchesCpuBitwise) {
+TEST(CudaBatchNormTest, EvaluationPastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Shape shape{2, 3, 2797, 1000};
   ASSERT_GT(numel(shape), testing_cuda::kOneGrid);
@@ -252,7 +250,7 @@ std::string describe(const Pool2dShape& s) {
                      s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.ceil_mode);
 }
 
-TEST(CudaMaxPool2d, ForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaMaxPool2dTest, ForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   for (const Pool2dShape& s : pool_shapes(1)) {
     SCOPED_TRACE(describe(s));
@@ -279,7 +277,7 @@ TEST(CudaMaxPool2d, ForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
-TEST(CudaAvgPool2d, ForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaAvgPool2dTest, ForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // AvgPool2d has no ceil mode (its layer never sets one).
   for (const Pool2dShape& s : pool_shapes(0)) {
@@ -303,7 +301,7 @@ TEST(CudaAvgPool2d, ForwardAndBackwardMatchCpuBitwise) {
   }
 }
 
-TEST(CudaGlobalAvgPool2d, ForwardAndBackwardMatchCpuBitwise) {
+TEST(CudaGlobalAvgPool2dTest, ForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // Planes with a tail after whole blocks of 8, none, shorter than 8, and of one value.
   for (const Shape& in : {Shape{7, 3, 5, 7}, Shape{5, 4, 16, 16}, Shape{6, 3, 1, 5}, Shape{5, 4, 1, 1}}) {
@@ -327,7 +325,7 @@ TEST(CudaGlobalAvgPool2d, ForwardAndBackwardMatchCpuBitwise) {
 
 // 2x2 windows over 8 planes of 4098 x 2050: 16.8 M outputs and 67 M inputs, both past one grid (the forward
 // launches over outputs, the backward over inputs).
-TEST(CudaPooling, PastOneGridMatchesCpuBitwise) {
+TEST(CudaPoolingTest, PastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Pool2dShape s{1, 8, 4098, 2050, 2, 2, 2, 2, 0, 0, 0};
   const Shape in{s.n, s.c, s.h, s.w};
@@ -373,7 +371,7 @@ TEST(CudaPooling, PastOneGridMatchesCpuBitwise) {
 
 // ---- Dropout ----
 
-TEST(CudaDropout, MasksAndGradientsMatchCpuBitwise) {
+TEST(CudaDropoutTest, MasksAndGradientsMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // Rows of an odd number of elements (the last draw uses one half of its hash), of one element, of an even number.
   for (const Shape& shape : {Shape{13, 3, 5, 7}, Shape{9, 1}, Shape{6, 64}}) {
@@ -404,7 +402,7 @@ TEST(CudaDropout, MasksAndGradientsMatchCpuBitwise) {
   }
 }
 
-TEST(CudaDropout, PastOneGridMatchesCpuBitwise) {
+TEST(CudaDropoutTest, PastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   // Two rows, each of an odd number of elements: the forward launches over pairs of elements, 16.8 M of them.
   const Shape shape{2, testing_cuda::kPastOneGrid};

@@ -8,7 +8,7 @@ namespace {
 using testing_cuda::compare_cpu_cuda;
 using testing_cuda::random_tensor;
 
-TEST(CudaRelu, ForwardAndBackwardMatchCpu) {
+TEST(CudaReluTest, ForwardAndBackwardMatchCpu) {
   DTNN_REQUIRE_CUDA();
   Tensor x = random_tensor({37, 3, 5, 7}, 3, 1);
   Tensor dy = random_tensor({37, 3, 5, 7}, 3, 2);
@@ -24,7 +24,7 @@ TEST(CudaRelu, ForwardAndBackwardMatchCpu) {
       {&y, &dx}, 0.0, 0.0);
 }
 
-TEST(CudaRelu, PastOneGridMatchesCpu) {
+TEST(CudaReluTest, PastOneGridMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   const Shape shape{1, testing_cuda::kPastOneGrid};
   Tensor x = random_tensor(shape, 1, 3);

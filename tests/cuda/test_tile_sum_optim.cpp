@@ -18,7 +18,7 @@
 #ifdef DTNN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "codelets/cuda/optim.hpp"
+#include "codelets/cuda/optimizers.hpp"
 #endif
 
 namespace dtnn {
@@ -101,7 +101,7 @@ Tensor partials_tensor(int tiles, std::int64_t row, std::uint32_t seed) {
 }
 
 // used = 1..7: one task that overwrites; 8..14: a second task that accumulates 1..7 more; 15: a third one.
-TEST(CudaTileSum, EveryTileCountMatchesCpuBitwise) {
+TEST(CudaTileSumTest, EveryTileCountMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   constexpr int kTiles = 15;
   const Tensor partials = partials_tensor(kTiles, 3 * 37 * 11, 11);
@@ -113,7 +113,7 @@ TEST(CudaTileSum, EveryTileCountMatchesCpuBitwise) {
 }
 
 // Many blocks per launch and a grid that does not divide the count.
-TEST(CudaTileSum, LargeGradientMatchesCpuBitwise) {
+TEST(CudaTileSumTest, LargeGradientMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Tensor partials = partials_tensor(9, 300001, 12);
   Tensor total({300001});
@@ -121,7 +121,7 @@ TEST(CudaTileSum, LargeGradientMatchesCpuBitwise) {
 }
 
 // Each tile past one grid: the kernel's grid-stride loop takes a second pass.
-TEST(CudaTileSum, GradientPastOneGridMatchesCpuBitwise) {
+TEST(CudaTileSumTest, GradientPastOneGridMatchesCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   const Tensor partials = partials_tensor(3, testing_cuda::kPastOneGrid, 13);
   Tensor total({testing_cuda::kPastOneGrid});
@@ -139,7 +139,7 @@ std::vector<Tensor> step_gradients(std::uint32_t seed) {
   return g;
 }
 
-TEST(CudaSgd, UpdatesMatchCpu) {
+TEST(CudaSgdTest, UpdatesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const std::vector<SgdParams> variants{
       {0.1f, 0.0f, 0.0f, 0}, {0.05f, 0.9f, 1e-3f, 0}, {0.05f, 0.9f, 1e-3f, 1}, {0.2f, 0.5f, 0.0f, 1}};
@@ -160,7 +160,7 @@ TEST(CudaSgd, UpdatesMatchCpu) {
 }
 
 // One parameter past one grid, two steps of SGD with Nesterov momentum and of Adam.
-TEST(CudaSgd, ParameterPastOneGridMatchesCpu) {
+TEST(CudaSgdTest, ParameterPastOneGridMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   const Shape shape{testing_cuda::kPastOneGrid};
   const SgdParams p{0.05f, 0.9f, 1e-3f, 1};
@@ -175,7 +175,7 @@ TEST(CudaSgd, ParameterPastOneGridMatchesCpu) {
       {{"weights", &w}, {"velocity", &v}}, kUpdateRtol, kUpdateAtol);
 }
 
-TEST(CudaRmsprop, EveryVariantMatchesCpu) {
+TEST(CudaRmspropTest, EveryVariantMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   for (int centered = 0; centered <= 1; ++centered) {
     for (float momentum : {0.0f, 0.9f}) {
@@ -219,7 +219,7 @@ AdamParams adam_params(double lr, double wd, int decoupled, std::int64_t t) {
   return p;
 }
 
-TEST(CudaAdam, AdamAndAdamWMatchCpu) {
+TEST(CudaAdamTest, AdamAndAdamWMatchCpu) {
   DTNN_REQUIRE_CUDA();
   for (int decoupled = 0; decoupled <= 1; ++decoupled) {
     SCOPED_TRACE(decoupled != 0 ? "AdamW" : "Adam");
@@ -241,7 +241,7 @@ TEST(CudaAdam, AdamAndAdamWMatchCpu) {
   }
 }
 
-TEST(CudaAdam, ParameterPastOneGridMatchesCpu) {
+TEST(CudaAdamTest, ParameterPastOneGridMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   const Shape shape{testing_cuda::kPastOneGrid};
   Tensor w = random_tensor(shape, 1, 2501);
@@ -257,7 +257,7 @@ TEST(CudaAdam, ParameterPastOneGridMatchesCpu) {
       {{"weights", &w}, {"exp_avg", &m}, {"exp_avg_sq", &v}}, kUpdateRtol, kUpdateAtol);
 }
 
-TEST(CudaNadam, UpdatesMatchCpu) {
+TEST(CudaNadamTest, UpdatesMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const double lr = 2e-3, beta1 = 0.9, beta2 = 0.999, psi = 4e-3;
   std::vector<NadamParams> params;
@@ -316,7 +316,7 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
-TEST(CudaOptimKernels, SgdWithoutVelocityMatchesCpu) {
+TEST(CudaOptimKernelsTest, SgdWithoutVelocityMatchesCpu) {
   DTNN_REQUIRE_CUDA();
   constexpr std::int64_t kCount = 1001;
   const SgdParams p{0.1f, 0.0f, 1e-2f, 0};

@@ -11,7 +11,7 @@
 
 #include "cuda_test_util.hpp"
 #include "io/dataset.hpp"
-#include "models/optimizer.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 
@@ -57,9 +57,9 @@ Trained train(const std::string& model_name, runtime::Device device, int steps) 
   return t;
 }
 
-class CudaTrainingStep : public ::testing::TestWithParam<const char*> {};
+class CudaTrainingStepTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(CudaTrainingStep, EqualsTheCpuStepWithinTolerance) {
+TEST_P(CudaTrainingStepTest, EqualsTheCpuStepWithinTolerance) {
   DTNN_REQUIRE_CUDA();
   const std::string name = GetParam();
   const Trained cpu = train(name, runtime::Device::kCpu, 3);
@@ -76,7 +76,7 @@ TEST_P(CudaTrainingStep, EqualsTheCpuStepWithinTolerance) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaTrainingStep,
+INSTANTIATE_TEST_SUITE_P(Models, CudaTrainingStepTest,
                          ::testing::Values("simplecnn", "lenet5", "resnet20_cifar10", "vgg11bn_cifar10"));
 
 }  // namespace

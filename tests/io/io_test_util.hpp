@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Helpers shared by the io tests: a per-test temporary directory, whole-file byte writers and readers, and a
-// check for an exception's type and message.
+// Helpers shared by the io tests: a per-test temporary directory, whole-file byte writers and readers, and the
+// check for an exception's type and message (support/throws_with.hpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "support/throws_with.hpp"
 
 // Not dtnn::io::testing: the tests live in dtnn::io and name gtest's ::testing unqualified.
 namespace dtnn::io::test_util {
@@ -83,24 +84,7 @@ inline Bytes read_bytes(const std::filesystem::path& file) {
   return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// Checks the exception type and that the message names everything a user needs to locate the problem.
-template <typename E, typename F>
-::testing::AssertionResult throws_with(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const E& e) {
-    const std::string message = e.what();
-    for (const auto& part : parts) {
-      if (message.find(part) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << part << "\"";
-      }
-    }
-    return ::testing::AssertionSuccess() << message;
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw a different exception: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw";
-}
+using test_support::throws_with;
 
 // Asserts a DataError whose message holds every one of the given parts.
 template <class F>

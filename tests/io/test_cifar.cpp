@@ -105,7 +105,7 @@ void write_cifar100_dir(const TempDir& dir) {
   write_file(dir / "test.bin", cifar100_file({{3, 58, 100}}));
 }
 
-TEST(ReadCifar10File, ScalesPixelsAndKeepsLabels) {
+TEST(ReadCifar10FileTest, ScalesPixelsAndKeepsLabels) {
   TempDir dir;
   Bytes bytes = cifar10_file({{3, 0}, {9, 1}});
   bytes[1] = 0;
@@ -125,7 +125,7 @@ TEST(ReadCifar10File, ScalesPixelsAndKeepsLabels) {
   EXPECT_TRUE(holds_record(d, 1, 1));
 }
 
-TEST(LoadCifar10, ConcatenatesTheBatchesInOrder) {
+TEST(LoadCifar10Test, ConcatenatesTheBatchesInOrder) {
   TempDir dir;
   write_cifar10_dir(dir);
   const TrainTest data = load_cifar10(dir.path());
@@ -149,7 +149,7 @@ TEST(LoadCifar10, ConcatenatesTheBatchesInOrder) {
   EXPECT_TRUE(holds_record(data.test, 1, 101));
 }
 
-TEST(LoadCifar10, MissingFileListsTheExpectedFiles) {
+TEST(LoadCifar10Test, MissingFileListsTheExpectedFiles) {
   TempDir dir;
   write_cifar10_dir(dir);
   fs::remove(dir / "data_batch_3.bin");
@@ -158,7 +158,7 @@ TEST(LoadCifar10, MissingFileListsTheExpectedFiles) {
                                       "data_batch_5.bin", "test_batch.bin", "CIFAR-10"}));
 }
 
-TEST(LoadCifar10, EmptyDirectoryListsEveryFile) {
+TEST(LoadCifar10Test, EmptyDirectoryListsEveryFile) {
   TempDir dir;
   EXPECT_TRUE(throws_with<DataError>(
       [&] { load_cifar10(dir.path()); },
@@ -166,7 +166,7 @@ TEST(LoadCifar10, EmptyDirectoryListsEveryFile) {
        "test_batch.bin"}));
 }
 
-TEST(LoadCifar10, PartialRecordNamesFileAndSize) {
+TEST(LoadCifar10Test, PartialRecordNamesFileAndSize) {
   TempDir dir;
   write_cifar10_dir(dir);
   Bytes bytes = cifar10_file(std::vector<Record10>(10, {1, 0}));
@@ -178,7 +178,7 @@ TEST(LoadCifar10, PartialRecordNamesFileAndSize) {
       {file + ": 30731 bytes is not a whole number of 3073-byte CIFAR-10 records"}));
 }
 
-TEST(LoadCifar10, BadTestFileIsReportedLikeATrainingFile) {
+TEST(LoadCifar10Test, BadTestFileIsReportedLikeATrainingFile) {
   TempDir dir;
   write_cifar10_dir(dir);
   write_file(dir / "test_batch.bin", Bytes(3072, 0));
@@ -186,14 +186,14 @@ TEST(LoadCifar10, BadTestFileIsReportedLikeATrainingFile) {
                                      {(dir / "test_batch.bin").string(), "3072 bytes", "3073-byte"}));
 }
 
-TEST(ReadCifar10File, EmptyFile) {
+TEST(ReadCifar10FileTest, EmptyFile) {
   TempDir dir;
   write_file(dir / "empty.bin", {});
   EXPECT_TRUE(throws_with<DataError>([&] { read_cifar10_file(dir / "empty.bin", "toy"); },
                                      {(dir / "empty.bin").string(), "empty", "3073-byte", "got 0 bytes"}));
 }
 
-TEST(ReadCifar10File, LabelOutOfRangeNamesFileRecordAndValue) {
+TEST(ReadCifar10FileTest, LabelOutOfRangeNamesFileRecordAndValue) {
   TempDir dir;
   write_file(dir / "batch.bin", cifar10_file({{0, 0}, {9, 1}, {10, 2}}));
   EXPECT_TRUE(throws_with<DataError>(
@@ -201,7 +201,7 @@ TEST(ReadCifar10File, LabelOutOfRangeNamesFileRecordAndValue) {
       {(dir / "batch.bin").string(), "label of record 2 out of range, expected 0..9, got 10"}));
 }
 
-TEST(ReadCifar10File, LabelOutOfRangePastTheFirstReadChunk) {
+TEST(ReadCifar10FileTest, LabelOutOfRangePastTheFirstReadChunk) {
   TempDir dir;
   std::vector<Record10> records(600, {5, 3});
   records[555].label = 255;
@@ -210,7 +210,7 @@ TEST(ReadCifar10File, LabelOutOfRangePastTheFirstReadChunk) {
                                      {"record 555", "got 255"}));
 }
 
-TEST(ReadCifar10File, ManyRecordsAcrossReadChunks) {
+TEST(ReadCifar10FileTest, ManyRecordsAcrossReadChunks) {
   TempDir dir;
   std::vector<Record10> records;
   for (int i = 0; i < 1100; ++i) {
@@ -225,7 +225,7 @@ TEST(ReadCifar10File, ManyRecordsAcrossReadChunks) {
   }
 }
 
-TEST(ReadCifar10File, UnreadableFiles) {
+TEST(ReadCifar10FileTest, UnreadableFiles) {
   TempDir dir;
   EXPECT_TRUE(throws_with<DataError>([&] { read_cifar10_file(dir / "absent.bin", "toy"); },
                                      {(dir / "absent.bin").string(), "no such file"}));
@@ -234,7 +234,7 @@ TEST(ReadCifar10File, UnreadableFiles) {
                                      {(dir / "folder.bin").string(), "expected a regular file, got a directory"}));
 }
 
-TEST(ReadCifar10File, PermissionDenied) {
+TEST(ReadCifar10FileTest, PermissionDenied) {
   if (::geteuid() == 0) {
     GTEST_SKIP() << "root reads files whatever their permissions";
   }
@@ -245,7 +245,7 @@ TEST(ReadCifar10File, PermissionDenied) {
                                      {(dir / "locked.bin").string(), "cannot open", "ermission denied"}));
 }
 
-TEST(LoadCifar100, FineLabelsByDefault) {
+TEST(LoadCifar100Test, FineLabelsByDefault) {
   TempDir dir;
   write_cifar100_dir(dir);
   const TrainTest data = load_cifar100(dir.path());
@@ -264,7 +264,7 @@ TEST(LoadCifar100, FineLabelsByDefault) {
   EXPECT_TRUE(holds_record(data.test, 0, 100));
 }
 
-TEST(LoadCifar100, CoarseLabels) {
+TEST(LoadCifar100Test, CoarseLabels) {
   TempDir dir;
   write_cifar100_dir(dir);
   const TrainTest data = load_cifar100(dir.path(), CifarLabels::kCoarse);
@@ -277,7 +277,7 @@ TEST(LoadCifar100, CoarseLabels) {
   EXPECT_TRUE(holds_record(data.test, 0, 100));
 }
 
-TEST(LoadCifar100, MissingFileListsTheExpectedFiles) {
+TEST(LoadCifar100Test, MissingFileListsTheExpectedFiles) {
   TempDir dir;
   write_cifar100_dir(dir);
   fs::remove(dir / "test.bin");
@@ -286,7 +286,7 @@ TEST(LoadCifar100, MissingFileListsTheExpectedFiles) {
                                       "CIFAR-100"}));
 }
 
-TEST(ReadCifar100File, Cifar10FileIsNotWholeRecords) {
+TEST(ReadCifar100FileTest, Cifar10FileIsNotWholeRecords) {
   TempDir dir;
   write_file(dir / "train.bin", cifar10_file({{1, 0}, {2, 1}, {3, 2}}));
   EXPECT_TRUE(throws_with<DataError>(
@@ -294,7 +294,7 @@ TEST(ReadCifar100File, Cifar10FileIsNotWholeRecords) {
       {(dir / "train.bin").string() + ": 9219 bytes is not a whole number of 3074-byte CIFAR-100 records"}));
 }
 
-TEST(ReadCifar100File, FineLabelOutOfRange) {
+TEST(ReadCifar100FileTest, FineLabelOutOfRange) {
   TempDir dir;
   write_file(dir / "train.bin", cifar100_file({{0, 0, 0}, {1, 100, 1}}));
   EXPECT_TRUE(throws_with<DataError>(
@@ -302,7 +302,7 @@ TEST(ReadCifar100File, FineLabelOutOfRange) {
       {(dir / "train.bin").string(), "fine label of record 1 out of range, expected 0..99, got 100"}));
 }
 
-TEST(ReadCifar100File, CoarseLabelCheckedEvenWhenFineIsKept) {
+TEST(ReadCifar100FileTest, CoarseLabelCheckedEvenWhenFineIsKept) {
   TempDir dir;
   write_file(dir / "train.bin", cifar100_file({{20, 5, 0}}));
   for (const CifarLabels labels : {CifarLabels::kFine, CifarLabels::kCoarse}) {

@@ -103,7 +103,7 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-TEST(LoadIdxDataset, ScalesPixelsAndKeepsLabels) {
+TEST(LoadIdxDatasetTest, ScalesPixelsAndKeepsLabels) {
   TempDir dir;
   const Bytes pixels = {0, 255, 128, 1, 2, 3, 4, 5, 6, 7, 8, 9};
   write_file(dir / "images.gz", images_file(2, 2, 3, pixels));
@@ -125,7 +125,7 @@ TEST(LoadIdxDataset, ScalesPixelsAndKeepsLabels) {
   EXPECT_EQ(d.labels, (std::vector<std::int32_t>{7, 2}));
 }
 
-TEST(LoadIdxDataset, CountMismatchNamesBothFiles) {
+TEST(LoadIdxDatasetTest, CountMismatchNamesBothFiles) {
   TempDir dir;
   const auto images = dir / "images";
   const auto labels = dir / "labels.gz";
@@ -135,7 +135,7 @@ TEST(LoadIdxDataset, CountMismatchNamesBothFiles) {
                                      {images.string(), labels.string(), "expected 5 labels, got 4"}));
 }
 
-TEST(LoadIdxDataset, LabelOutOfRange) {
+TEST(LoadIdxDatasetTest, LabelOutOfRange) {
   TempDir dir;
   const auto images = dir / "images";
   const auto labels = dir / "labels";
@@ -146,12 +146,12 @@ TEST(LoadIdxDataset, LabelOutOfRange) {
   EXPECT_NO_THROW(load_idx_dataset(images, labels, "toy", 13));
 }
 
-TEST(LoadIdxDataset, RejectsClassCountBelowOne) {
+TEST(LoadIdxDatasetTest, RejectsClassCountBelowOne) {
   TempDir dir;
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { load_idx_dataset(dir / "i", dir / "l", "toy", 0); }, {"got 0"}));
 }
 
-TEST(LoadMnistLike, MixesRawAndGzipFiles) {
+TEST(LoadMnistLikeTest, MixesRawAndGzipFiles) {
   TempDir dir;
   write_file(dir / "train-images-idx3-ubyte", images_file(3, 4, 4, Bytes(48, 51)));
   write_file(dir / "train-labels-idx1-ubyte.gz", labels_file({0, 1, 9}));
@@ -169,7 +169,7 @@ TEST(LoadMnistLike, MixesRawAndGzipFiles) {
   EXPECT_EQ(data.test.labels, (std::vector<std::int32_t>{5, 4}));
 }
 
-TEST(LoadMnistLike, MissingFileListsThePathsTried) {
+TEST(LoadMnistLikeTest, MissingFileListsThePathsTried) {
   TempDir dir;
   write_file(dir / "train-images-idx3-ubyte", images_file(1, 1, 1, Bytes{0}));
   write_file(dir / "train-labels-idx1-ubyte", labels_file({0}));
@@ -179,7 +179,7 @@ TEST(LoadMnistLike, MissingFileListsThePathsTried) {
                                       (dir / "t10k-images-idx3-ubyte.gz").string()}));
 }
 
-TEST(LoadMnistLike, TestShapeMustMatchTrain) {
+TEST(LoadMnistLikeTest, TestShapeMustMatchTrain) {
   TempDir dir;
   write_file(dir / "train-images-idx3-ubyte", images_file(1, 2, 2, Bytes(4, 0)));
   write_file(dir / "train-labels-idx1-ubyte", labels_file({0}));
@@ -189,7 +189,7 @@ TEST(LoadMnistLike, TestShapeMustMatchTrain) {
                                      {(dir / "t10k-images-idx3-ubyte").string(), "3x3", "expected the 2x2"}));
 }
 
-TEST(DefaultFashionMnistDir, EnvironmentOverridesThePackagePath) {
+TEST(DefaultFashionMnistDirTest, EnvironmentOverridesThePackagePath) {
   {
     ScopedEnv env("DTNN_FASHION_MNIST_DIR", nullptr);
     EXPECT_EQ(default_fashion_mnist_dir(), fs::path("/usr/share/datasets/fashion-mnist"));
@@ -204,7 +204,7 @@ TEST(DefaultFashionMnistDir, EnvironmentOverridesThePackagePath) {
   }
 }
 
-TEST(Subset, CopiesAContiguousRange) {
+TEST(SubsetTest, CopiesAContiguousRange) {
   const Dataset d = indexed_dataset({0, 1, 2, 0, 1, 2, 0, 1}, 3);
   const Dataset s = d.subset(2, 4);
   EXPECT_EQ(s.size(), 4);
@@ -221,7 +221,7 @@ TEST(Subset, CopiesAContiguousRange) {
   EXPECT_EQ(source_indices(d.subset(7, 1)), (std::vector<std::int64_t>{7}));
 }
 
-TEST(Subset, RejectsRangesOutsideTheDataset) {
+TEST(SubsetTest, RejectsRangesOutsideTheDataset) {
   const Dataset d = indexed_dataset({0, 1, 2, 0}, 3);
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { d.subset(-1, 2); }, {"indexed", "[0, 4)"}));
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { d.subset(3, 2); }, {"[3, 3+2)"}));
@@ -230,13 +230,13 @@ TEST(Subset, RejectsRangesOutsideTheDataset) {
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { d.subset(1, INT64_MAX); }, {"[0, 4)"}));
 }
 
-TEST(Subset, RejectsInconsistentImages) {
+TEST(SubsetTest, RejectsInconsistentImages) {
   Dataset d = indexed_dataset({0, 1, 2, 0}, 3);
   d.images.pop_back();
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { d.subset(0, 1); }, {"expected 24", "23"}));
 }
 
-TEST(StratifiedSubset, KeepsClassProportions) {
+TEST(StratifiedSubsetTest, KeepsClassProportions) {
   std::vector<std::int32_t> labels;
   for (int i = 0; i < 100; ++i) {
     labels.push_back(i % 10 < 5 ? 0 : (i % 10 < 8 ? 1 : 2));  // 50 / 30 / 20
@@ -255,14 +255,14 @@ TEST(StratifiedSubset, KeepsClassProportions) {
   }
 }
 
-TEST(StratifiedSubset, TiesInRoundingGoToLowerClasses) {
+TEST(StratifiedSubsetTest, TiesInRoundingGoToLowerClasses) {
   const Dataset d = indexed_dataset({2, 1, 0}, 3);
   const Dataset s = d.stratified_subset(2, 7);
   EXPECT_EQ(class_counts(s), (std::vector<std::int64_t>{1, 1, 0}));
   EXPECT_EQ(source_indices(s), (std::vector<std::int64_t>{1, 2}));
 }
 
-TEST(StratifiedSubset, IsReproducibleAndDependsOnTheSeed) {
+TEST(StratifiedSubsetTest, IsReproducibleAndDependsOnTheSeed) {
   std::vector<std::int32_t> labels;
   for (int i = 0; i < 500; ++i) {
     labels.push_back((i * 7) % 10);
@@ -279,7 +279,7 @@ TEST(StratifiedSubset, IsReproducibleAndDependsOnTheSeed) {
   EXPECT_EQ(source_indices(d.stratified_subset(5, 2024)), (std::vector<std::int64_t>{122, 149, 193, 240, 316}));
 }
 
-TEST(StratifiedSubset, WholeAndEmptySubsets) {
+TEST(StratifiedSubsetTest, WholeAndEmptySubsets) {
   const Dataset d = indexed_dataset({0, 1, 1, 0, 2}, 3);
   const Dataset all = d.stratified_subset(5, 9);
   EXPECT_EQ(all.images, d.images);
@@ -287,7 +287,7 @@ TEST(StratifiedSubset, WholeAndEmptySubsets) {
   EXPECT_EQ(d.stratified_subset(0, 9).size(), 0);
 }
 
-TEST(StratifiedSubset, RejectsBadArguments) {
+TEST(StratifiedSubsetTest, RejectsBadArguments) {
   const Dataset d = indexed_dataset({0, 1, 1, 0, 2}, 3);
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { d.stratified_subset(6, 1); }, {"indexed", "6", "0..5"}));
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { d.stratified_subset(-1, 1); }, {"-1", "0..5"}));
@@ -295,7 +295,7 @@ TEST(StratifiedSubset, RejectsBadArguments) {
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { bad.stratified_subset(2, 1); }, {"index 2", "0..2", "got 3"}));
 }
 
-TEST(SyntheticDataset, ShapeAndRanges) {
+TEST(SyntheticDatasetTest, ShapeAndRanges) {
   const Dataset d = synthetic_dataset(64, 3, 5, 7, 4, 1);
   EXPECT_EQ(d.size(), 64);
   EXPECT_EQ(d.channels, 3);
@@ -316,7 +316,7 @@ TEST(SyntheticDataset, ShapeAndRanges) {
   }
 }
 
-TEST(SyntheticDataset, DeterministicPerSeed) {
+TEST(SyntheticDatasetTest, DeterministicPerSeed) {
   const Dataset a = synthetic_dataset(32, 1, 4, 4, 10, 77);
   const Dataset b = synthetic_dataset(32, 1, 4, 4, 10, 77);
   const Dataset c = synthetic_dataset(32, 1, 4, 4, 10, 78);
@@ -331,7 +331,7 @@ TEST(SyntheticDataset, DeterministicPerSeed) {
   EXPECT_EQ(larger.subset(0, 32).labels, a.labels);
 }
 
-TEST(SyntheticDataset, PinnedValues) {
+TEST(SyntheticDatasetTest, PinnedValues) {
   // Seed 5489 is mt19937_64's default, whose stream starts 14514284786278117030, 4620546740167642908, ...:
   // label 0 is the first draw mod 10 and pixel 0 the top 24 bits of the second. Any machine must agree.
   const Dataset d = synthetic_dataset(4, 1, 1, 2, 10, 5489);
@@ -343,14 +343,14 @@ TEST(SyntheticDataset, PinnedValues) {
   }
 }
 
-TEST(SyntheticDataset, RejectsBadArguments) {
+TEST(SyntheticDatasetTest, RejectsBadArguments) {
   EXPECT_TRUE(throws_with<InvalidArgument>([] { synthetic_dataset(0, 1, 2, 2, 10, 1); }, {"got 0, 1, 2, 2, 10"}));
   EXPECT_TRUE(throws_with<InvalidArgument>([] { synthetic_dataset(4, 1, 2, 2, 0, 1); }, {"got 4, 1, 2, 2, 0"}));
   EXPECT_TRUE(throws_with<InvalidArgument>([] { synthetic_dataset(1, 64, 1024, 1024, 10, 1); },
                                            {"64x1024x1024", "at most 16777216"}));
 }
 
-TEST(FashionMnist, InstalledDatasetLoads) {
+TEST(FashionMnistTest, InstalledDatasetLoads) {
   const fs::path dir = default_fashion_mnist_dir();
   if (!fs::is_directory(dir)) {
     GTEST_SKIP() << "Fashion-MNIST not installed at " << dir << " (package dataset-fashion-mnist)";

@@ -62,7 +62,7 @@ Bytes pattern(std::size_t n) {
   return out;
 }
 
-TEST(IdxImages, RoundTripRaw) {
+TEST(IdxImagesTest, RoundTripRaw) {
   TempDir dir;
   const Bytes pixels = pattern(3 * 2 * 4);
   const auto file = dir / "images-idx3-ubyte";
@@ -74,7 +74,7 @@ TEST(IdxImages, RoundTripRaw) {
   EXPECT_EQ(images.pixels, pixels);
 }
 
-TEST(IdxImages, RoundTripGzipLargerThanOneBuffer) {
+TEST(IdxImagesTest, RoundTripGzipLargerThanOneBuffer) {
   TempDir dir;
   const Bytes pixels = pattern(2000 * 28 * 28);
   const auto file = dir / "images-idx3-ubyte.gz";
@@ -86,7 +86,7 @@ TEST(IdxImages, RoundTripGzipLargerThanOneBuffer) {
   EXPECT_EQ(images.pixels, pixels);
 }
 
-TEST(IdxImages, NonSquareImages) {
+TEST(IdxImagesTest, NonSquareImages) {
   TempDir dir;
   const Bytes pixels = pattern(5 * 3 * 7);
   const auto file = dir / "images.gz";
@@ -97,7 +97,7 @@ TEST(IdxImages, NonSquareImages) {
   EXPECT_EQ(images.pixels, pixels);
 }
 
-TEST(IdxLabels, RoundTripRawAndGzip) {
+TEST(IdxLabelsTest, RoundTripRawAndGzip) {
   TempDir dir;
   const Bytes labels = {0, 9, 3, 3, 255, 1, 7};
   write_bytes(dir / "labels", labels_file(labels));
@@ -106,21 +106,21 @@ TEST(IdxLabels, RoundTripRawAndGzip) {
   EXPECT_EQ(read_idx_labels(dir / "labels.gz"), labels);
 }
 
-TEST(IdxErrors, MissingFile) {
+TEST(IdxErrorsTest, MissingFile) {
   TempDir dir;
   const auto file = dir / "absent-idx3-ubyte.gz";
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); }, {file.string(), "no such file"}));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(file); }, {file.string(), "no such file"}));
 }
 
-TEST(IdxErrors, DirectoryInsteadOfFile) {
+TEST(IdxErrorsTest, DirectoryInsteadOfFile) {
   TempDir dir;
   const auto file = dir / "subdir";
   fs::create_directory(file);
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); }, {file.string(), "directory"}));
 }
 
-TEST(IdxErrors, LabelsFileReadAsImages) {
+TEST(IdxErrorsTest, LabelsFileReadAsImages) {
   TempDir dir;
   const auto file = dir / "train-labels-idx1-ubyte.gz";
   write_gz(file, labels_file({1, 2, 3}));
@@ -129,7 +129,7 @@ TEST(IdxErrors, LabelsFileReadAsImages) {
       {file.string(), "bad magic number, expected 0x00000803 (IDX unsigned-byte images), got 0x00000801"}));
 }
 
-TEST(IdxErrors, ImagesFileReadAsLabels) {
+TEST(IdxErrorsTest, ImagesFileReadAsLabels) {
   TempDir dir;
   const auto file = dir / "train-images-idx3-ubyte";
   write_bytes(file, images_file(1, 2, 2, pattern(4)));
@@ -137,7 +137,7 @@ TEST(IdxErrors, ImagesFileReadAsLabels) {
                                      {file.string(), "expected 0x00000801", "got 0x00000803"}));
 }
 
-TEST(IdxErrors, NotAnIdxFile) {
+TEST(IdxErrorsTest, NotAnIdxFile) {
   TempDir dir;
   const auto file = dir / "notes.txt";
   write_bytes(file, Bytes{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!', '!', '!'});
@@ -145,7 +145,7 @@ TEST(IdxErrors, NotAnIdxFile) {
                                      {file.string(), "expected 0x00000803", "got 0x68656c6c", "not an IDX file"}));
 }
 
-TEST(IdxErrors, CompressedTwice) {
+TEST(IdxErrorsTest, CompressedTwice) {
   TempDir dir;
   const auto inner = dir / "inner.gz";
   write_gz(inner, images_file(1, 2, 2, pattern(4)));
@@ -155,7 +155,7 @@ TEST(IdxErrors, CompressedTwice) {
                                      {file.string(), "got 0x1f8b08", "compressed twice"}));
 }
 
-TEST(IdxErrors, TruncatedHeader) {
+TEST(IdxErrorsTest, TruncatedHeader) {
   TempDir dir;
   Bytes header = images_header(10, 28, 28);
   header.resize(9);
@@ -175,7 +175,7 @@ TEST(IdxErrors, TruncatedHeader) {
                                      {empty.string(), "expected 8 bytes, got 0"}));
 }
 
-TEST(IdxErrors, TruncatedPixels) {
+TEST(IdxErrorsTest, TruncatedPixels) {
   TempDir dir;
   for (const bool gzip : {false, true}) {
     const auto file = dir / (gzip ? "train-images-idx3-ubyte.gz" : "train-images-idx3-ubyte");
@@ -186,7 +186,7 @@ TEST(IdxErrors, TruncatedPixels) {
   }
 }
 
-TEST(IdxErrors, TruncatedLabels) {
+TEST(IdxErrorsTest, TruncatedLabels) {
   TempDir dir;
   Bytes bytes = labels_file(Bytes(100, 1));
   bytes.resize(bytes.size() - 40);
@@ -196,7 +196,7 @@ TEST(IdxErrors, TruncatedLabels) {
       throws_with<DataError>([&] { read_idx_labels(file); }, {file.string(), "expected 100 bytes of labels, got 60"}));
 }
 
-TEST(IdxErrors, GzipStreamCutShort) {
+TEST(IdxErrorsTest, GzipStreamCutShort) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   // Incompressible-looking content keeps the compressed stream long enough to cut in the middle of the data.
@@ -215,7 +215,7 @@ TEST(IdxErrors, GzipStreamCutShort) {
                                      {file.string(), "expected 39200 bytes of pixels, got", "cut short"}));
 }
 
-TEST(IdxErrors, GzipTrailerMissing) {
+TEST(IdxErrorsTest, GzipTrailerMissing) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   write_gz(whole, labels_file({1, 2, 3, 4}));
@@ -226,7 +226,7 @@ TEST(IdxErrors, GzipTrailerMissing) {
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_labels(file); }, {file.string(), "corrupt gzip stream"}));
 }
 
-TEST(IdxErrors, GzipChecksumMismatch) {
+TEST(IdxErrorsTest, GzipChecksumMismatch) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   write_gz(whole, images_file(4, 3, 3, pattern(36)));
@@ -238,7 +238,7 @@ TEST(IdxErrors, GzipChecksumMismatch) {
                                      {file.string(), "corrupt gzip stream", "incorrect data check"}));
 }
 
-TEST(IdxErrors, GzipInvalidDeflateData) {
+TEST(IdxErrorsTest, GzipInvalidDeflateData) {
   TempDir dir;
   const auto whole = dir / "whole.gz";
   write_gz(whole, labels_file({1, 2, 3}));
@@ -251,7 +251,7 @@ TEST(IdxErrors, GzipInvalidDeflateData) {
                                      {file.string(), "corrupt gzip stream", "invalid block type"}));
 }
 
-TEST(IdxErrors, ZeroDimensions) {
+TEST(IdxErrorsTest, ZeroDimensions) {
   TempDir dir;
   const auto no_rows = dir / "no-rows";
   write_bytes(no_rows, images_header(10, 0, 28));
@@ -269,7 +269,7 @@ TEST(IdxErrors, ZeroDimensions) {
                                      {no_labels.string(), "label count", "got 0"}));
 }
 
-TEST(IdxErrors, AbsurdDimensions) {
+TEST(IdxErrorsTest, AbsurdDimensions) {
   TempDir dir;
   const auto huge = dir / "huge.gz";
   write_gz(huge, images_header(1, 5000, 5000));
@@ -286,7 +286,7 @@ TEST(IdxErrors, AbsurdDimensions) {
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(many); }, {many.string(), "got 2147483648"}));
 }
 
-TEST(IdxErrors, HeaderAnnouncingHugeDataFailsWithoutAllocatingIt) {
+TEST(IdxErrorsTest, HeaderAnnouncingHugeDataFailsWithoutAllocatingIt) {
   TempDir dir;
   const auto file = dir / "liar";
   // 2^31-1 images of 4096x4096 would be 32 PiB: the reader must report the missing data, not try to allocate.
@@ -295,7 +295,7 @@ TEST(IdxErrors, HeaderAnnouncingHugeDataFailsWithoutAllocatingIt) {
                                      {file.string(), "expected 36028797002186752 bytes of pixels, got 100"}));
 }
 
-TEST(IdxErrors, TrailingData) {
+TEST(IdxErrorsTest, TrailingData) {
   TempDir dir;
   Bytes bytes = labels_file({1, 2, 3});
   bytes.push_back(4);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/optim_kernels.hpp"
 #include "kernel_test_util.hpp"
 
 namespace dtnn::kernels::cpu {

@@ -4,6 +4,7 @@
 #include "layers/block.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "models/sequential.hpp"
 #include "core/errors.hpp"

@@ -4,6 +4,7 @@
 
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "core/errors.hpp"
 #include "support/gradient_check.hpp"

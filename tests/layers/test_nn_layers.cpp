@@ -19,6 +19,7 @@
 #include "layers/dropout.hpp"
 #include "layers/pooling.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"

@@ -12,6 +12,7 @@
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/dropout.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "models/checkpointing.hpp"
 #include "models/optimizers.hpp"

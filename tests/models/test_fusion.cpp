@@ -11,6 +11,7 @@
 #include "layers/pooling.hpp"
 #include "layers/simple.hpp"
 #include "models/fusion.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "core/errors.hpp"
 

@@ -12,6 +12,7 @@
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
 #include "models/checkpointing.hpp"
+#include "models/optimizers.hpp"
 #include "models/zoo.hpp"
 
 namespace dtnn {

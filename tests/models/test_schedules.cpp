@@ -16,6 +16,7 @@
 #include "io/dataset.hpp"
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/schedules.hpp"
 #include "models/training.hpp"
 #include "core/errors.hpp"

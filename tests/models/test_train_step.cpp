@@ -10,7 +10,9 @@
 #include "io/dataset.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/train_step.hpp"
 #include "models/training.hpp"
 #include "runtime/engine.hpp"
@@ -34,7 +36,7 @@ Sequential small_cnn() {
 // 17 samples.
 constexpr std::int64_t kBatch = 7;
 constexpr std::int64_t kSamples = 17;
-const io::AugmentOptions kAugment{1, 1};
+const AugmentOptions kAugment{1, 1};
 
 FitOptions fit_options() {
   return FitOptions().batch_size(kBatch).tiles(3).shuffle(0).seed(9).augment(kAugment).verbose(0);

@@ -13,7 +13,9 @@
 #include "io/h5dataset.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
+#include "layers/pooling.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 #include "runtime/engine.hpp"
@@ -331,17 +333,17 @@ TEST(FitTest, ShortLastBatchAndTwoEpochsAreCounted) {
 
 TEST(FitTest, AugmentationIsSeededAndChangesTraining) {
   const io::Dataset data = io::synthetic_dataset(32, 2, 10, 10, 3, 5);
-  auto run = [&](io::AugmentOptions augment, std::uint64_t seed) {
+  auto run = [&](AugmentOptions augment, std::uint64_t seed) {
     Sequential model = small_cnn();
     model.build({2, 10, 10}, 1);
     Sgd sgd(SgdOptions(0.05f));
     fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).seed(seed).verbose(0).augment(augment));
     return model.weights_checksum();
   };
-  const io::AugmentOptions flip_crop{1, 2};
+  const AugmentOptions flip_crop{1, 2};
   EXPECT_EQ(run(flip_crop, 3), run(flip_crop, 3));
-  EXPECT_NE(run(flip_crop, 3), run(io::AugmentOptions{}, 3));
-  EXPECT_THROW(run(io::AugmentOptions{2, 0}, 3), InvalidArgument);
+  EXPECT_NE(run(flip_crop, 3), run(AugmentOptions{}, 3));
+  EXPECT_THROW(run(AugmentOptions{2, 0}, 3), InvalidArgument);
 }
 
 TEST(FitTest, StreamingFromHdf5EqualsTrainingInMemory) {
@@ -351,7 +353,7 @@ TEST(FitTest, StreamingFromHdf5EqualsTrainingInMemory) {
   const io::Dataset in_memory = io::read_h5_dataset(file, "train");
   const io::Dataset streamed = io::open_h5_dataset(file, "train", 8);
   ASSERT_TRUE(streamed.images.empty());
-  auto run = [](const io::Dataset& data, io::AugmentOptions augment) {
+  auto run = [](const io::Dataset& data, AugmentOptions augment) {
     Sequential model = small_cnn();
     model.build({2, 10, 10}, 1);
     Sgd sgd(SgdOptions(0.05f).momentum(0.9f));

@@ -18,6 +18,7 @@
 #include "layers/dense.hpp"
 #include "layers/pooling.hpp"
 #include "layers/simple.hpp"
+#include "models/optimizers.hpp"
 #include "models/training.hpp"
 #include "models/zoo.hpp"
 #include "core/errors.hpp"

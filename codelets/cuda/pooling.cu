@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Mirrors codelets/cpu/pool.cpp and codelets/cpu/avgpool2d.cpp operation by operation, their 2x2 fast paths
+// Mirrors codelets/cpu/pooling.cpp operation by operation, their 2x2 fast paths
 // included (they round differently: a float sum, a plain store), so that a task writes the same bits on a CPU and a
 // CUDA worker.
 #include <cmath>
 
 #include "codelets/cuda/launch.cuh"
 #include "codelets/cuda/plane_sums.cuh"
-#include "codelets/cuda/pool.hpp"
+#include "codelets/cuda/pooling.hpp"
 
 namespace dtnn::kernels::cuda {
 namespace {
@@ -23,13 +23,6 @@ size_t in_plane_of(const Pool2dGeometry& g) {
 
 size_t out_plane_of(const Pool2dGeometry& g) {
   return static_cast<size_t>(g.out_h > 0 ? g.out_h : 0) * static_cast<size_t>(g.out_w > 0 ? g.out_w : 0);
-}
-
-// 2x2 windows, stride 2, no padding, every window inside the input: the CPU kernels' fast paths (the max pooling's
-// test; the average pooling's omits the last condition, which only ceil mode breaks, and AvgPool2d has none).
-bool is_plain_2x2(const Pool2dGeometry& g) {
-  return g.kh == 2 && g.kw == 2 && g.stride_h == 2 && g.stride_w == 2 && g.pad_h == 0 && g.pad_w == 0 &&
-         2 * g.out_h <= g.h && 2 * g.out_w <= g.w;
 }
 
 // The windows [lo, hi] along one axis that contain input cell i: o * stride - pad <= i < o * stride - pad + kernel,
@@ -51,17 +44,13 @@ __device__ inline WindowRange windows_containing(int i, int kernel, int stride, 
 // lies wholly in padding. Strict ">" keeps the first maximum in row-major order; "best < 0" lets a window of -inf
 // values pick a real cell; the first NaN wins and stays.
 __device__ long long window_argmax(const Pool2dGeometry& g, const float* plane, int oy, int ox) {
-  const int y0 = oy * g.stride_h - g.pad_h;
-  const int ylo = y0 > 0 ? y0 : 0;
-  const int yhi = y0 + g.kh < g.h ? y0 + g.kh : g.h;
-  const int x0 = ox * g.stride_w - g.pad_w;
-  const int xlo = x0 > 0 ? x0 : 0;
-  const int xhi = x0 + g.kw < g.w ? x0 + g.kw : g.w;
+  const PoolSpan r = pool_span(oy, g.h, g.kh, g.stride_h, g.pad_h);
+  const PoolSpan c = pool_span(ox, g.w, g.kw, g.stride_w, g.pad_w);
   long long best = -1;
   float best_value = -INFINITY;
-  for (int iy = ylo; iy < yhi; ++iy) {
+  for (int iy = r.lo; iy < r.hi; ++iy) {
     const float* row = plane + static_cast<size_t>(iy) * static_cast<size_t>(g.w);
-    for (int ix = xlo; ix < xhi; ++ix) {
+    for (int ix = c.lo; ix < c.hi; ++ix) {
       const float v = row[ix];
       if (best < 0 || v > best_value || (isnan(v) && !isnan(best_value))) {
         best_value = v;
@@ -120,11 +109,8 @@ struct Span {
 };
 
 __device__ inline Span span_of(int o, int in, int kernel, int stride, int pad, int count_include_pad) {
-  const int start = o * stride - pad;
-  const int end = start + kernel < in + pad ? start + kernel : in + pad;
-  const int lo = start > 0 ? start : 0;
-  const int hi = end < in ? end : in;
-  return Span{lo, hi, count_include_pad ? end - start : hi - lo};
+  const PoolSpan w = pool_span(o, in, kernel, stride, pad);
+  return Span{w.lo, w.hi, count_include_pad ? w.padded : w.hi - w.lo};
 }
 
 __device__ inline double divisor(const Span& r, const Span& c) {
@@ -223,7 +209,7 @@ void maxpool2d_fwd(const Pool2dGeometry& g, const float* x, float* y, cudaStream
 void maxpool2d_bwd_data(const Pool2dGeometry& g, const float* x, const float* dy, float* dx, cudaStream_t stream) {
   const size_t count = planes_of(g) * in_plane_of(g);
   if (count == 0) return;
-  const int plain = is_plain_2x2(g) && g.out_h > 0 && g.out_w > 0 ? 1 : 0;
+  const int plain = g.plain_2x2 && g.out_h > 0 && g.out_w > 0 ? 1 : 0;
   maxpool2d_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(g, plain, count, in_plane_of(g),
                                                                         out_plane_of(g), x, dy, dx);
 }
@@ -231,7 +217,7 @@ void maxpool2d_bwd_data(const Pool2dGeometry& g, const float* x, const float* dy
 void avgpool2d_fwd(const Pool2dGeometry& g, int count_include_pad, const float* x, float* y, cudaStream_t stream) {
   const size_t count = planes_of(g) * out_plane_of(g);
   if (count == 0 || g.out_h <= 0 || g.out_w <= 0) return;
-  avgpool2d_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(g, count_include_pad, is_plain_2x2(g) ? 1 : 0,
+  avgpool2d_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(g, count_include_pad, g.plain_2x2,
                                                                    count, in_plane_of(g), out_plane_of(g), x, y);
 }
 
@@ -241,7 +227,7 @@ void avgpool2d_bwd_data(const Pool2dGeometry& g, int count_include_pad, const fl
   if (count == 0) return;
   // Without windows (out_h or out_w <= 0) every cell gathers nothing and gets 0, as the CPU zeroes dx.
   avgpool2d_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
-      g, count_include_pad, is_plain_2x2(g) ? 1 : 0, count, in_plane_of(g), out_plane_of(g), dy, dx);
+      g, count_include_pad, g.plain_2x2, count, in_plane_of(g), out_plane_of(g), dy, dx);
 }
 
 void global_avgpool2d_fwd(int n, int c, size_t plane, const float* x, float* y, cudaStream_t stream) {

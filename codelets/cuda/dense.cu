@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <string>
 
-#include "codelets/cuda/dense_cublas.hpp"
+#include "codelets/cuda/dense.hpp"
+#include "codelets/cuda/elementwise.hpp"
 #include "codelets/cuda/launch.cuh"
 #include "core/errors.hpp"
 
@@ -37,47 +38,6 @@ void sgemm(cublasHandle_t cublas, cublasOperation_t ta, cublasOperation_t tb, in
 
 void zero(float* p, std::size_t count, cudaStream_t stream, const char* what) {
   check(cudaMemsetAsync(p, 0, count * sizeof(float), stream), what);
-}
-
-__global__ void bias_add_fwd_kernel(std::size_t count, std::size_t plane, int channels, const float* __restrict__ b,
-                                    int relu, float* __restrict__ y) {
-  DTNN_GRID_STRIDE(i, count) {
-    float v = y[i];
-    if (b != nullptr) {
-      v += b[(i / plane) % static_cast<std::size_t>(channels)];
-    }
-    if (relu != 0) {
-      v = v < 0.0f ? 0.0f : v;
-    }
-    y[i] = v;
-  }
-}
-
-// One block of kThreads per channel: thread t sums, in double, elements t, t + kThreads, ... of the channel's
-// plane in every sample (samples in order), then a fixed shared-memory tree adds the partial sums. The order
-// depends on the shape alone.
-__global__ void bias_bwd_weights_kernel(int n, int channels, std::size_t plane, const float* __restrict__ dy,
-                                        float* __restrict__ db) {
-  __shared__ double partial[kThreads];
-  const auto c = static_cast<std::size_t>(blockIdx.x);
-  double acc = 0.0;
-  for (int i = 0; i < n; ++i) {
-    const float* row = dy + (static_cast<std::size_t>(i) * static_cast<std::size_t>(channels) + c) * plane;
-    for (std::size_t p = threadIdx.x; p < plane; p += kThreads) {
-      acc += static_cast<double>(row[p]);
-    }
-  }
-  partial[threadIdx.x] = acc;
-  __syncthreads();
-  for (unsigned s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) {
-      partial[threadIdx.x] += partial[threadIdx.x + s];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    db[c] = static_cast<float>(partial[0]);
-  }
 }
 
 // db[j] = ((0 + dy[0, j]) + dy[1, j]) + ...: one thread per column, rows in order, in fp32 — the CPU's order, so
@@ -146,22 +106,6 @@ void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, 
     const unsigned blocks = static_cast<unsigned>((out + kThreads - 1) / kThreads);
     column_sums_kernel<<<blocks, kThreads, 0, stream>>>(n < 0 ? 0 : n, out, dy, db);
   }
-}
-
-void bias_add_fwd(int n, int channels, std::size_t plane, const float* b, int relu, float* y, cudaStream_t stream) {
-  if (n <= 0 || channels <= 0 || plane == 0 || (b == nullptr && relu == 0)) {
-    return;
-  }
-  const std::size_t count = static_cast<std::size_t>(n) * static_cast<std::size_t>(channels) * plane;
-  bias_add_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, channels, b, relu, y);
-}
-
-void bias_bwd_weights(int n, int channels, std::size_t plane, const float* dy, float* db, cudaStream_t stream) {
-  if (channels <= 0) {
-    return;
-  }
-  bias_bwd_weights_kernel<<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(n < 0 ? 0 : n, channels, plane,
-                                                                                    dy, db);
 }
 
 }  // namespace dtnn::kernels::cuda

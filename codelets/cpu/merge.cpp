@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
+// The kernels that merge tensors: fixed-order sums (tile sums of gradients, residual Add) and channel
+// concatenation with its inverse. codelets/cuda/merge.cu is their CUDA twin.
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 #include "codelets/cpu/kernels.hpp"
 
@@ -50,32 +53,22 @@ void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src
   }
 }
 
-void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v) {
-  const float lr = p.lr;
-  const float mu = p.momentum;
-  const float wd = p.weight_decay;
-  // PyTorch keeps no velocity without momentum, so callers may pass v = null then; the momentum term is
-  // meaningless without a velocity buffer, and a null v with momentum != 0 is a caller error.
-  if (v == nullptr) {
-    for (std::size_t i = 0; i < count; ++i) {
-      const float grad = g[i] + wd * w[i];
-      w[i] -= lr * grad;
+void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t* part_elems, float* y) {
+  for (int i = 0; i < n; ++i) {
+    for (int p = 0; p < nparts; ++p) {
+      const std::size_t len = static_cast<std::size_t>(part_elems[p]);
+      std::memcpy(y, parts[p] + i * len, len * sizeof(float));
+      y += len;
     }
-    return;
   }
-  if (p.nesterov != 0) {
-    for (std::size_t i = 0; i < count; ++i) {
-      const float grad = g[i] + wd * w[i];
-      const float vel = mu * v[i] + grad;
-      v[i] = vel;
-      w[i] -= lr * (grad + mu * vel);
-    }
-  } else {
-    for (std::size_t i = 0; i < count; ++i) {
-      const float grad = g[i] + wd * w[i];
-      const float vel = mu * v[i] + grad;
-      v[i] = vel;
-      w[i] -= lr * vel;
+}
+
+void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* part_elems, float* const* parts) {
+  for (int i = 0; i < n; ++i) {
+    for (int p = 0; p < nparts; ++p) {
+      const std::size_t len = static_cast<std::size_t>(part_elems[p]);
+      std::memcpy(parts[p] + i * len, dy, len * sizeof(float));
+      dy += len;
     }
   }
 }

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// CUDA dense (fully connected) kernels on cuBLAS, and the per-channel bias kernels that dense and convolution
-// share. Same contracts as kernels::cpu::dense_* and bias_* (codelets/cpu/kernels.hpp): row-major fp32, outputs
-// overwritten. Launchers only enqueue on `stream` (the stream the cuBLAS handle is bound to) and return; they
+// CUDA dense (fully connected) kernels on cuBLAS (the bias they add is codelets/cuda/elementwise.hpp's). Same
+// contracts as kernels::cpu::dense_* (codelets/cpu/kernels.hpp): row-major fp32, outputs overwritten. Launchers only enqueue on `stream` (the stream the cuBLAS handle is bound to) and return; they
 // throw dtnn::RuntimeError when a library call fails. cuBLAS runs in its default math mode, which never trades
 // fp32 for TF32, so results match the CPU's to fp32 rounding. No StarPU here.
 #pragma once
@@ -22,12 +21,5 @@ void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, flo
 // dw[out, in] = dy^T * x; db[out] (nullable) = sum over the n rows of dy, added in row order in fp32 as on the CPU.
 void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, float* dw, float* db,
                        cublasHandle_t cublas, cudaStream_t stream);
-
-// y[i, c, p] += b[c] over an [n, channels, plane] tensor (b nullable: nothing added), then ReLU when relu != 0
-// ("x < 0 ? 0 : x", which lets a NaN through, as kernels::cpu::relu_fwd does).
-void bias_add_fwd(int n, int channels, std::size_t plane, const float* b, int relu, float* y, cudaStream_t stream);
-// db[c] = sum over n and the plane of dy, accumulated in double in a fixed order (one thread block per channel,
-// fixed tree): bitwise reproducible. Overwrites db.
-void bias_bwd_weights(int n, int channels, std::size_t plane, const float* dy, float* db, cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda

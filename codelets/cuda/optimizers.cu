@@ -5,7 +5,7 @@
 // are never contracted. Scalars the CPU kernels derive from the params (1 - beta, ...) are derived on the host
 // here too, with the same fp32 operation.
 #include "codelets/cuda/launch.cuh"
-#include "codelets/cuda/optim.hpp"
+#include "codelets/cuda/optimizers.hpp"
 
 namespace dtnn::kernels::cuda {
 namespace {

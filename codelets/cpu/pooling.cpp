@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
+// Max, average and global average pooling. The windows come from core/shapes.hpp (pool_span), as on CUDA.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <vector>
 
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/nn_kernels.hpp"
+#include "codelets/cpu/plane_sums.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -19,18 +23,14 @@ void for_each_window_argmax(const Pool2dShape& sh, const float* plane, Fn&& fn) 
   const int oh = sh.out_h();
   const int ow = sh.out_w();
   for (int oy = 0; oy < oh; ++oy) {
-    const int y0 = oy * sh.stride_h - sh.pad_h;
-    const int ylo = std::max(y0, 0);
-    const int yhi = std::min(y0 + sh.kh, sh.h);
+    const PoolSpan r = pool_span(oy, sh.h, sh.kh, sh.stride_h, sh.pad_h);
     for (int ox = 0; ox < ow; ++ox) {
-      const int x0 = ox * sh.stride_w - sh.pad_w;
-      const int xlo = std::max(x0, 0);
-      const int xhi = std::min(x0 + sh.kw, sh.w);
+      const PoolSpan c = pool_span(ox, sh.w, sh.kw, sh.stride_w, sh.pad_w);
       std::ptrdiff_t best = -1;
       float best_value = -std::numeric_limits<float>::infinity();
-      for (int iy = ylo; iy < yhi; ++iy) {
+      for (int iy = r.lo; iy < r.hi; ++iy) {
         const float* row = plane + static_cast<size_t>(iy) * static_cast<size_t>(sh.w);
-        for (int ix = xlo; ix < xhi; ++ix) {
+        for (int ix = c.lo; ix < c.hi; ++ix) {
           // Strict ">" keeps the first maximum in row-major order; "best < 0" lets a window of -inf values still
           // pick a real cell; the first NaN wins and stays, so a divergence propagates instead of vanishing.
           const float v = row[ix];
@@ -48,7 +48,7 @@ void for_each_window_argmax(const Pool2dShape& sh, const float* plane, Fn&& fn) 
 // The same rule as above for one value: strictly greater wins (first maximum), and the first NaN wins.
 inline bool beats(float v, float best) { return v > best || (v != v && best == best); }
 
-// 2x2 windows with stride 2 and no padding (the common case) go row by row without bounds checks. This gives
+// Disjoint 2x2 windows (Pool2dShape::plain_2x2, the common case) go row by row without bounds checks. This gives
 // the index of the winner within a window (0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right) by the
 // exact rule, for the rare rows that hold a NaN.
 inline int argmax2x2(const float* r0, const float* r1, int j) {
@@ -60,10 +60,27 @@ inline int argmax2x2(const float* r0, const float* r1, int j) {
   return beats(d, v) ? 3 : best;
 }
 
-bool is_plain_2x2(const Pool2dShape& sh) {
-  return sh.kh == 2 && sh.kw == 2 && sh.stride_h == 2 && sh.stride_w == 2 && sh.pad_h == 0 && sh.pad_w == 0 &&
-         2 * sh.out_h() <= sh.h && 2 * sh.out_w() <= sh.w;  // ceil mode's partial windows take the general path
+// ---- Average pooling ----
+
+// The cells of every window along one axis, computed once per call: windows are rectangles, so a window's input
+// cells and its divisor are products of a row span and a column span.
+struct Span {
+  int lo, hi;   // the cells inside the input
+  int counted;  // cells in the divisor: the padded window's with count_include_pad, else those inside the input
+};
+
+std::vector<Span> spans(int out, int in, int kernel, int stride, int pad, int count_include_pad) {
+  std::vector<Span> s(static_cast<size_t>(std::max(out, 0)));
+  for (int o = 0; o < out; ++o) {
+    const PoolSpan w = pool_span(o, in, kernel, stride, pad);
+    s[static_cast<size_t>(o)] = Span{w.lo, w.hi, count_include_pad ? w.padded : w.hi - w.lo};
+  }
+  return s;
 }
+
+// A window always holds an input cell when padding <= kernel / 2 (checked by the layer); the guard keeps a
+// degenerate geometry from dividing by zero.
+inline double divisor(const Span& r, const Span& c) { return static_cast<double>(std::max(r.counted * c.counted, 1)); }
 
 }  // namespace
 
@@ -76,7 +93,7 @@ void maxpool2d_fwd(const Pool2dShape& sh, const float* x, float* y) {
   const size_t in_plane = static_cast<size_t>(sh.h) * static_cast<size_t>(sh.w);
   const size_t out_plane = static_cast<size_t>(oh) * static_cast<size_t>(ow);
   const size_t planes = static_cast<size_t>(std::max(sh.n, 0)) * static_cast<size_t>(std::max(sh.c, 0));
-  if (is_plain_2x2(sh)) {
+  if (sh.plain_2x2()) {
     for (size_t p = 0; p < planes; ++p) {
       for (int i = 0; i < oh; ++i) {
         const float* r0 = x + p * in_plane + static_cast<size_t>(2 * i) * sh.w;
@@ -117,7 +134,7 @@ void maxpool2d_bwd_data(const Pool2dShape& sh, const float* x, const float* dy, 
   const size_t in_plane = static_cast<size_t>(std::max(sh.h, 0)) * static_cast<size_t>(std::max(sh.w, 0));
   const size_t planes = static_cast<size_t>(std::max(sh.n, 0)) * static_cast<size_t>(std::max(sh.c, 0));
   const size_t out_plane = static_cast<size_t>(std::max(oh, 0)) * static_cast<size_t>(std::max(ow, 0));
-  if (is_plain_2x2(sh) && oh > 0 && ow > 0) {
+  if (sh.plain_2x2() && oh > 0 && ow > 0) {
     // Disjoint windows: every input cell is written exactly once (odd trailing rows/columns are zeroed).
     for (size_t p = 0; p < planes; ++p) {
       float* dxp = dx + p * in_plane;
@@ -181,6 +198,124 @@ void maxpool2d_bwd_data(const Pool2dShape& sh, const float* x, const float* dy, 
         dxp[best] += dyp[static_cast<size_t>(oy) * static_cast<size_t>(ow) + static_cast<size_t>(ox)];
       }
     });
+  }
+}
+
+void avgpool2d_fwd(const Pool2dShape& sh, int count_include_pad, const float* x, float* y) {
+  const int oh = sh.out_h();
+  const int ow = sh.out_w();
+  if (oh <= 0 || ow <= 0) {
+    return;
+  }
+  const size_t in_plane = static_cast<size_t>(sh.h) * static_cast<size_t>(sh.w);
+  const size_t out_plane = static_cast<size_t>(oh) * static_cast<size_t>(ow);
+  const size_t planes = static_cast<size_t>(std::max(sh.n, 0)) * static_cast<size_t>(std::max(sh.c, 0));
+  if (sh.plain_2x2()) {
+    for (size_t p = 0; p < planes; ++p) {
+      for (int i = 0; i < oh; ++i) {
+        const float* r0 = x + p * in_plane + static_cast<size_t>(2 * i) * static_cast<size_t>(sh.w);
+        const float* r1 = r0 + sh.w;
+        float* yr = y + p * out_plane + static_cast<size_t>(i) * static_cast<size_t>(ow);
+        for (int j = 0; j < ow; ++j) {
+          yr[j] = ((r0[2 * j] + r0[2 * j + 1]) + (r1[2 * j] + r1[2 * j + 1])) * 0.25f;
+        }
+      }
+    }
+    return;
+  }
+  const auto rows = spans(oh, sh.h, sh.kh, sh.stride_h, sh.pad_h, count_include_pad);
+  const auto cols = spans(ow, sh.w, sh.kw, sh.stride_w, sh.pad_w, count_include_pad);
+  for (size_t p = 0; p < planes; ++p) {
+    const float* xp = x + p * in_plane;
+    float* yp = y + p * out_plane;
+    for (int oy = 0; oy < oh; ++oy) {
+      const Span& r = rows[static_cast<size_t>(oy)];
+      for (int ox = 0; ox < ow; ++ox) {
+        const Span& c = cols[static_cast<size_t>(ox)];
+        double acc = 0.0;
+        for (int iy = r.lo; iy < r.hi; ++iy) {
+          const float* row = xp + static_cast<size_t>(iy) * static_cast<size_t>(sh.w);
+          for (int ix = c.lo; ix < c.hi; ++ix) {
+            acc += static_cast<double>(row[ix]);
+          }
+        }
+        yp[static_cast<size_t>(oy) * static_cast<size_t>(ow) + static_cast<size_t>(ox)] =
+            static_cast<float>(acc / divisor(r, c));
+      }
+    }
+  }
+}
+
+void avgpool2d_bwd_data(const Pool2dShape& sh, int count_include_pad, const float* dy, float* dx) {
+  const int oh = sh.out_h();
+  const int ow = sh.out_w();
+  const size_t in_plane = static_cast<size_t>(std::max(sh.h, 0)) * static_cast<size_t>(std::max(sh.w, 0));
+  const size_t planes = static_cast<size_t>(std::max(sh.n, 0)) * static_cast<size_t>(std::max(sh.c, 0));
+  if (oh <= 0 || ow <= 0) {
+    std::fill_n(dx, planes * in_plane, 0.0f);
+    return;
+  }
+  const size_t out_plane = static_cast<size_t>(oh) * static_cast<size_t>(ow);
+  if (sh.plain_2x2()) {
+    // Disjoint windows: every input cell is written exactly once (odd trailing rows and columns get zeros).
+    for (size_t p = 0; p < planes; ++p) {
+      float* dxp = dx + p * in_plane;
+      for (int i = 0; i < oh; ++i) {
+        float* d0 = dxp + static_cast<size_t>(2 * i) * static_cast<size_t>(sh.w);
+        float* d1 = d0 + sh.w;
+        const float* g = dy + p * out_plane + static_cast<size_t>(i) * static_cast<size_t>(ow);
+        for (int j = 0; j < ow; ++j) {
+          const float v = g[j] * 0.25f;
+          d0[2 * j] = v;
+          d0[2 * j + 1] = v;
+          d1[2 * j] = v;
+          d1[2 * j + 1] = v;
+        }
+        std::fill(d0 + 2 * ow, d0 + sh.w, 0.0f);
+        std::fill(d1 + 2 * ow, d1 + sh.w, 0.0f);
+      }
+      std::fill(dxp + static_cast<size_t>(2 * oh) * static_cast<size_t>(sh.w), dxp + in_plane, 0.0f);
+    }
+    return;
+  }
+  std::fill_n(dx, planes * in_plane, 0.0f);
+  const auto rows = spans(oh, sh.h, sh.kh, sh.stride_h, sh.pad_h, count_include_pad);
+  const auto cols = spans(ow, sh.w, sh.kw, sh.stride_w, sh.pad_w, count_include_pad);
+  for (size_t p = 0; p < planes; ++p) {
+    float* dxp = dx + p * in_plane;
+    const float* dyp = dy + p * out_plane;
+    // Overlapping windows add into shared cells in output order.
+    for (int oy = 0; oy < oh; ++oy) {
+      const Span& r = rows[static_cast<size_t>(oy)];
+      for (int ox = 0; ox < ow; ++ox) {
+        const Span& c = cols[static_cast<size_t>(ox)];
+        const float g = static_cast<float>(
+            static_cast<double>(dyp[static_cast<size_t>(oy) * static_cast<size_t>(ow) + static_cast<size_t>(ox)]) /
+            divisor(r, c));
+        for (int iy = r.lo; iy < r.hi; ++iy) {
+          float* row = dxp + static_cast<size_t>(iy) * static_cast<size_t>(sh.w);
+          for (int ix = c.lo; ix < c.hi; ++ix) {
+            row[ix] += g;
+          }
+        }
+      }
+    }
+  }
+}
+
+void global_avgpool2d_fwd(int n, int c, std::size_t plane, const float* x, float* y) {
+  const size_t planes = static_cast<size_t>(std::max(n, 0)) * static_cast<size_t>(std::max(c, 0));
+  const double inv = plane > 0 ? 1.0 / static_cast<double>(plane) : 0.0;
+  for (size_t p = 0; p < planes; ++p) {
+    y[p] = static_cast<float>(detail::sum_plane(x + p * plane, plane) * inv);
+  }
+}
+
+void global_avgpool2d_bwd_data(int n, int c, std::size_t plane, const float* dy, float* dx) {
+  const size_t planes = static_cast<size_t>(std::max(n, 0)) * static_cast<size_t>(std::max(c, 0));
+  for (size_t p = 0; p < planes; ++p) {
+    const float g = static_cast<float>(static_cast<double>(dy[p]) / static_cast<double>(plane));
+    std::fill_n(dx + p * plane, plane, g);
   }
 }
 

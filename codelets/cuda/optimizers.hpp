@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // CUDA optimizer updates, in place on one parameter's fp32 device buffers: the same names, parameters and
-// formulas as the CPU kernels (kernels::cpu::sgd_update in codelets/cpu/kernels.hpp, the adaptive ones in
-// codelets/cpu/optim_kernels.hpp). Each multiply, add, divide and square root is a separately rounded IEEE
+// formulas as the CPU kernels (codelets/cpu/optimizers.cpp, declared in codelets/cpu/optim_kernels.hpp). Each multiply, add, divide and square root is a separately rounded IEEE
 // fp32 operation in the CPU's evaluation order (no fused multiply-add), so on a CPU build that cannot fuse
 // either (x86-64 without -mfma, the default) the results are bitwise identical.
 // The launchers enqueue on the stream and return.

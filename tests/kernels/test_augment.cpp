@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <set>
@@ -10,15 +9,15 @@
 #include <utility>
 #include <vector>
 
-#include "io/augment.hpp"
-#include "io/dataset.hpp"
-#include "io/io_test_util.hpp"
+#include "codelets/cpu/augment.hpp"
+#include "core/augment_options.hpp"
 #include "core/errors.hpp"
+#include "support/throws_with.hpp"
 
-namespace dtnn::io {
+namespace dtnn::kernels::cpu {
 namespace {
 
-using namespace test_util;  // NOLINT(google-build-using-namespace)
+using test_support::throws_with;
 
 // Every element distinct and non-zero, so that a result identifies exactly which source element went where
 // and a padded zero can never be mistaken for data.
@@ -80,14 +79,14 @@ Outcome identify(const std::vector<float>& src, const std::vector<float>& dst, i
   return matches.empty() ? Outcome{-1, -1, -1} : matches.front();
 }
 
-TEST(FlipHorizontal, MirrorsAlongWidth) {
+TEST(FlipHorizontalTest, MirrorsAlongWidth) {
   // x[c][h][w] = 100c + 10h + w, 2 channels of 2x3: the flip must reverse w and leave c and h alone.
   std::vector<float> x = {0, 1, 2, 10, 11, 12, 100, 101, 102, 110, 111, 112};
   flip_horizontal(x.data(), 2, 2, 3);
   EXPECT_EQ(x, (std::vector<float>{2, 1, 0, 12, 11, 10, 102, 101, 100, 112, 111, 110}));
 }
 
-TEST(FlipHorizontal, TwiceIsIdentity) {
+TEST(FlipHorizontalTest, TwiceIsIdentity) {
   for (const auto& [c, h, w] : {std::tuple{3, 4, 5}, std::tuple{1, 1, 1}, std::tuple{2, 3, 1}, std::tuple{3, 32, 32}}) {
     const auto x = numbered(c, h, w);
     auto y = x;
@@ -100,7 +99,7 @@ TEST(FlipHorizontal, TwiceIsIdentity) {
   }
 }
 
-TEST(RandomCropPadded, CentreOffsetIsIdentity) {
+TEST(RandomCropPaddedTest, CentreOffsetIsIdentity) {
   for (int padding : {0, 1, 4}) {
     const auto src = numbered(3, 5, 6);
     std::vector<float> dst(src.size(), -1.0f);
@@ -109,7 +108,7 @@ TEST(RandomCropPadded, CentreOffsetIsIdentity) {
   }
 }
 
-TEST(RandomCropPadded, ZeroOffsetShiftsInZerosAtTopLeft) {
+TEST(RandomCropPaddedTest, ZeroOffsetShiftsInZerosAtTopLeft) {
   const std::vector<float> src = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<float> dst(9, -1.0f);
   random_crop_padded(src.data(), dst.data(), 1, 3, 3, 1, 0, 0);
@@ -120,7 +119,7 @@ TEST(RandomCropPadded, ZeroOffsetShiftsInZerosAtTopLeft) {
   EXPECT_EQ(dst, (std::vector<float>{0, 0, 0, 2, 3, 0, 5, 6, 0}));
 }
 
-TEST(RandomCropPadded, MatchesReferenceOnEveryOffset) {
+TEST(RandomCropPaddedTest, MatchesReferenceOnEveryOffset) {
   for (const auto& [c, h, w, padding] :
        {std::tuple{1, 3, 3, 1}, std::tuple{2, 4, 5, 2}, std::tuple{3, 8, 8, 4}, std::tuple{1, 2, 7, 3}}) {
     const auto src = numbered(c, h, w);
@@ -136,14 +135,14 @@ TEST(RandomCropPadded, MatchesReferenceOnEveryOffset) {
   }
 }
 
-TEST(AugmentSample, NothingEnabledCopies) {
+TEST(AugmentSampleTest, NothingEnabledCopies) {
   const auto src = numbered(3, 4, 4);
   std::vector<float> dst(src.size(), -1.0f);
   augment_sample(src.data(), dst.data(), 3, 4, 4, AugmentOptions{}, 42);
   EXPECT_EQ(dst, src);
 }
 
-TEST(AugmentSample, InPlaceWithoutCrop) {
+TEST(AugmentSampleTest, InPlaceWithoutCrop) {
   AugmentOptions options;
   options.flip = 1;
   const auto src = numbered(2, 3, 4);
@@ -156,7 +155,7 @@ TEST(AugmentSample, InPlaceWithoutCrop) {
   }
 }
 
-TEST(AugmentSample, DeterministicPerSeed) {
+TEST(AugmentSampleTest, DeterministicPerSeed) {
   AugmentOptions options;
   options.flip = 1;
   options.crop_padding = 4;
@@ -170,7 +169,7 @@ TEST(AugmentSample, DeterministicPerSeed) {
   }
 }
 
-TEST(AugmentSample, BothFlipsAndManyOffsetsOccurAcrossSeeds) {
+TEST(AugmentSampleTest, BothFlipsAndManyOffsetsOccurAcrossSeeds) {
   constexpr int kPadding = 2;
   AugmentOptions options;
   options.flip = 1;
@@ -196,7 +195,7 @@ TEST(AugmentSample, BothFlipsAndManyOffsetsOccurAcrossSeeds) {
   EXPECT_GE(outcomes.size(), 30u);
 }
 
-TEST(AugmentSample, FlipDecisionDoesNotDependOnTheCrop) {
+TEST(AugmentSampleTest, FlipDecisionDoesNotDependOnTheCrop) {
   AugmentOptions flip_only;
   flip_only.flip = 1;
   AugmentOptions flip_and_crop = flip_only;
@@ -214,7 +213,7 @@ TEST(AugmentSample, FlipDecisionDoesNotDependOnTheCrop) {
 // Pins the hash so that a change to it, which would change every augmented run, is a deliberate decision.
 // The values come from an independent splitmix64 written in Python (checked against the published
 // splitmix64 outputs for seed 1234567).
-TEST(AugmentSample, PinnedDraws) {
+TEST(AugmentSampleTest, PinnedDraws) {
   AugmentOptions options;
   options.flip = 1;
   const auto src = numbered(1, 1, 2);
@@ -243,7 +242,7 @@ TEST(AugmentSample, PinnedDraws) {
   EXPECT_EQ(augment_seed(0, 0, 0), 0x238275bc38fcbe91ULL);
 }
 
-TEST(AugmentSeed, DistinctAcrossEpochsAndSamples) {
+TEST(AugmentSeedTest, DistinctAcrossEpochsAndSamples) {
   std::set<std::uint64_t> seeds;
   for (std::uint64_t run : {0ULL, 1ULL}) {
     for (std::uint64_t epoch = 0; epoch < 50; ++epoch) {
@@ -256,7 +255,7 @@ TEST(AugmentSeed, DistinctAcrossEpochsAndSamples) {
   EXPECT_EQ(augment_seed(7, 3, 11), augment_seed(7, 3, 11));
 }
 
-TEST(CheckAugmentOptions, RejectsBadValues) {
+TEST(AugmentOptionsTest, RejectsBadValues) {
   EXPECT_NO_THROW(check_augment_options(AugmentOptions{}));
   EXPECT_NO_THROW(check_augment_options(AugmentOptions{1, 4}));
   EXPECT_TRUE(throws_with<InvalidArgument>([] { check_augment_options(AugmentOptions{2, 0}); },
@@ -265,84 +264,5 @@ TEST(CheckAugmentOptions, RejectsBadValues) {
                                            {"crop_padding must be at least 0, got -1"}));
 }
 
-// Two samples of 2x1x2. Channel 0 holds {0, 0.25} and {0.5, 1}; channel 1 is constant 0.5.
-Dataset tiny_dataset() {
-  Dataset d;
-  d.name = "tiny";
-  d.channels = 2;
-  d.height = 1;
-  d.width = 2;
-  d.classes = 2;
-  d.images = {0.0f, 0.25f, 0.5f, 0.5f, 0.5f, 1.0f, 0.5f, 0.5f};
-  d.labels = {0, 1};
-  return d;
-}
-
-TEST(ChannelStats, MatchesHandComputation) {
-  const ChannelStats stats = channel_stats(tiny_dataset());
-  ASSERT_EQ(stats.mean.size(), 2u);
-  ASSERT_EQ(stats.std.size(), 2u);
-  // mean = 1.75 / 4; population variance = E[x^2] - mean^2 = 1.3125 / 4 - 0.4375^2.
-  EXPECT_FLOAT_EQ(stats.mean[0], 0.4375f);
-  EXPECT_FLOAT_EQ(stats.std[0], static_cast<float>(std::sqrt(0.328125 - 0.19140625)));
-  EXPECT_FLOAT_EQ(stats.mean[1], 0.5f);
-  EXPECT_EQ(stats.std[1], 0.0f);
-}
-
-TEST(ChannelStats, RejectsEmptyAndInconsistentDatasets) {
-  Dataset empty = tiny_dataset();
-  empty.images.clear();
-  empty.labels.clear();
-  EXPECT_TRUE(throws_with<InvalidArgument>([&] { channel_stats(empty); }, {"tiny", "non-empty"}));
-  Dataset short_images = tiny_dataset();
-  short_images.images.pop_back();
-  EXPECT_TRUE(throws_with<InvalidArgument>([&] { channel_stats(short_images); }, {"tiny", "expected 8", "got 7"}));
-}
-
-TEST(Normalize, AppliesTrainStatisticsPerChannel) {
-  const Dataset train = tiny_dataset();
-  const ChannelStats stats = channel_stats(train);
-  const float s = static_cast<float>(std::sqrt(0.13671875));
-
-  Dataset normalized = train;
-  normalize(normalized, stats);
-  const std::vector<float> expected = {(0.0f - 0.4375f) / s, (0.25f - 0.4375f) / s, 0, 0,
-                                       (0.5f - 0.4375f) / s, (1.0f - 0.4375f) / s,  0, 0};
-  ASSERT_EQ(normalized.images.size(), expected.size());
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_NEAR(normalized.images[i], expected[i], 1e-6f) << i;
-  }
-
-  // The test set takes the training statistics, not its own.
-  Dataset test = train.subset(0, 1);
-  test.images = {1.0f, 0.0f, 0.75f, 0.25f};
-  normalize(test, stats);
-  EXPECT_NEAR(test.images[0], (1.0f - 0.4375f) / s, 1e-6f);
-  EXPECT_NEAR(test.images[1], (0.0f - 0.4375f) / s, 1e-6f);
-  EXPECT_NEAR(test.images[2], 0.25f, 1e-6f);  // std 0 divides by 1
-  EXPECT_NEAR(test.images[3], -0.25f, 1e-6f);
-}
-
-TEST(Normalize, GivesZeroMeanUnitStd) {
-  Dataset d = synthetic_dataset(64, 3, 5, 7, 4, 9);
-  normalize(d, channel_stats(d));
-  const ChannelStats after = channel_stats(d);
-  for (std::size_t c = 0; c < 3; ++c) {
-    EXPECT_NEAR(after.mean[c], 0.0f, 1e-5f) << c;
-    EXPECT_NEAR(after.std[c], 1.0f, 1e-5f) << c;
-  }
-}
-
-TEST(Normalize, RejectsMismatchedStatistics) {
-  Dataset d = tiny_dataset();
-  EXPECT_TRUE(throws_with<InvalidArgument>([&] { normalize(d, ChannelStats{{0.5f}, {1.0f}}); },
-                                           {"tiny", "1 channels", "expected 2"}));
-  EXPECT_TRUE(throws_with<InvalidArgument>([&] { normalize(d, ChannelStats{{0.5f, 0.5f}, {1.0f, -1.0f}}); },
-                                           {"tiny", "channel 1", "std -1"}));
-  EXPECT_TRUE(throws_with<InvalidArgument>(
-      [&] { normalize(d, ChannelStats{{NAN, 0.5f}, {1.0f, 1.0f}}); }, {"tiny", "channel 0", "nan"}));
-  EXPECT_EQ(d.images, tiny_dataset().images);
-}
-
 }  // namespace
-}  // namespace dtnn::io
+}  // namespace dtnn::kernels::cpu

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "codelets/cpu/shortcut_kernels.hpp"
+#include "codelets/cpu/shortcut_pad.hpp"
 
 #include <algorithm>
 #include <cstddef>

@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+// The interface through which the batch-loading task reads images that stay on disk. io implements it (an HDF5
+// dataset larger than memory); the task only calls it, so it needs nothing of io.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace dtnn {
+
+// Images that stay on disk, read on demand by the batch-loading tasks. Implementations are thread-safe: the
+// tasks of several tiles read at the same time.
+class SampleReader {
+ public:
+  virtual ~SampleReader() = default;
+  // The samples at these dataset indices, as NCHW floats in [0,1], into out (indices.size() samples).
+  virtual void read(std::span<const std::int64_t> indices, float* out) = 0;
+};
+
+}  // namespace dtnn
