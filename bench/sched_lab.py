@@ -201,7 +201,26 @@ def main():
     ap.add_argument("--workers", type=int, default=0, help="CPU workers (0: every core)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a run counts as hung")
     ap.add_argument("--out", default=str(HERE / "results" / "sched_lab"))
+    ap.add_argument("--combine", default="", help="comma-separated JSON files of earlier studies: only write their "
+                                                   "rows together as OUT.md and OUT.png")
     args = ap.parse_args()
+    if args.combine:
+        rows, cpus = [], set()
+        for f in args.combine.split(","):
+            doc = json.loads(Path(f).read_text())
+            rows += doc["rows"]
+            cpus.add(doc["cpu"])
+        cpu = "; ".join(sorted(cpus))
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".json").write_text(json.dumps({"cpu": cpu, "combined": args.combine.split(","), "rows": rows},
+                                                       indent=1))
+        text = table(rows, cpu)
+        out.with_suffix(".md").write_text(text + "\n")
+        print(text)
+        if plot(rows, out.with_suffix(".png"), cpu):
+            print(f"plot: {out.with_suffix('.png')}")
+        return
     dtnn = Path(args.dtnn)
     policies = policies_of(dtnn) if args.policies == "all" else args.policies.split(",")
     tiles_list = [int(t) for t in args.tiles.split(",")]
