@@ -587,7 +587,9 @@ void add_run_options(CLI::App* app, RunArgs& a) {
   app->add_option("--tiles", a.tiles, "batch tiles: tasks per layer and pass")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app->add_option("--workers", a.workers, "CPU workers (0: one per core)")->check(CLI::NonNegativeNumber);
+  app->add_option("--workers", a.workers,
+                  "CPU workers (0: one per core, less one per GPU used; more than the cores: unbound)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--scheduler", a.scheduler,
                   "StarPU scheduler (lws, dmdas, prio, eager, ...; auto: lws on CPUs, dmdas with GPUs)")
       ->capture_default_str();

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/engine.hpp"
 
+#include <hwloc.h>
 #include <starpu.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +25,54 @@ Engine* g_current = nullptr;
 constexpr std::array kKnownSchedulers = {"auto", "lws", "ws", "prio", "eager", "random", "dm", "dmda", "dmdas",
                                          "dmdar", "dmdap", "heft", "pheft", "peager", "graph_test",
                                          "modular-eager", "modular-heft", "modular-prio"};
+
+// Cores this process may run on, counted as StarPU counts them: hwloc's cores in the allowed cpuset (StarPU
+// binds one worker per core, not per hardware thread).
+int available_cores() {
+  int cores = 0;
+  hwloc_topology_t topology = nullptr;
+  if (hwloc_topology_init(&topology) == 0) {
+    if (hwloc_topology_load(topology) == 0) {
+      cores = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);
+    }
+    hwloc_topology_destroy(topology);
+  }
+  return cores > 0 ? cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// CPU workers to start. By default every core but one per CUDA worker, whose driver thread StarPU binds to a
+// core of its own (were all cores CPU workers, it would share one with a spinning worker).
+int cpu_worker_count(int requested, int cuda_workers, int cores) {
+  if (requested > STARPU_MAXCPUS) {
+    throw InvalidArgument(fmt::format("Engine: workers={}, expected at most {}, the CPU workers this StarPU build "
+                                      "supports (STARPU_MAXCPUS){}",
+                                      requested, STARPU_MAXCPUS,
+                                      STARPU_MAXCPUS < 256 ? "; scripts/build_starpu.sh builds one with 256" : ""));
+  }
+  return requested > 0 ? requested : std::clamp(cores - cuda_workers, 1, STARPU_MAXCPUS);
+}
+
+// Sets an environment variable that starpu_init reads, and restores the process's own value afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 }  // namespace
 
@@ -56,12 +107,18 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 
   starpu_conf conf;
   starpu_conf_init(&conf);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int requested = options_.workers_ > 0 ? options_.workers_ : cores;
-  conf.ncpus = std::min(requested, STARPU_MAXCPUS);
   // Without a visible GPU no CUDA worker is asked for (and "auto" stays on the CPU scheduler).
   const int cuda = options_.cuda_ != 0 && cuda_device_count() > 0 ? options_.cuda_ : 0;
   conf.ncuda = cuda;
+  const int cuda_threads = cuda == -1 ? cuda_device_count() : cuda;
+  cores_ = available_cores();
+  conf.ncpus = cpu_worker_count(options_.workers_, cuda_threads, cores_);
+  // More threads to bind than cores (e.g. 8 workers on 2 cores): StarPU 1.3 would bind several to one core and
+  // warn; unbound, the OS shares the cores among them.
+  std::optional<ScopedEnv> nobind;
+  if (conf.ncpus + cuda_threads > cores_ && std::getenv("STARPU_WORKERS_NOBIND") == nullptr) {
+    nobind.emplace("STARPU_WORKERS_NOBIND", "1");
+  }
   if (options_.cuda_ == 1 && options_.cuda_device_ >= 0) {
     conf.use_explicit_workers_cuda_gpuid = 1;
     conf.workers_cuda_gpuid[0] = static_cast<unsigned>(options_.cuda_device_);
@@ -119,8 +176,11 @@ std::string Engine::describe() const {
     }
 #endif
   }
-  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}; BLIS {} '{}' ({})", major, minor, release,
-                     options_.scheduler_, cpu_workers_, gpus, blis.version, blis.arch, blis.reason);
+  const int threads = cpu_workers_ + cuda_workers_;
+  const std::string unbound =
+      threads > cores_ ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}; BLIS {} '{}' ({})", major, minor, release,
+                     options_.scheduler_, cpu_workers_, unbound, gpus, blis.version, blis.arch, blis.reason);
 }
 
 void Engine::wait_all() {

@@ -21,7 +21,10 @@ inline constexpr const char* kDefaultGpuScheduler = "dmdas";
 
 struct EngineOptions {
   std::string scheduler_ = kDefaultScheduler;
-  int workers_ = 0;    // CPU workers; 0 = one per core, capped by StarPU's build
+  // CPU workers; 0 = one per core, less one core per CUDA worker (each has a driver thread of its own).
+  // More than the cores is allowed (oversubscribed: workers are then left unbound); more than the StarPU
+  // build's STARPU_MAXCPUS is an error.
+  int workers_ = 0;
   int profiling_ = 0;  // 1 = collect per-task profiling info (needed by the tracer)
   int cuda_ = 0;       // CUDA workers (one per GPU): 0 = none, -1 = every GPU StarPU finds, n = the first n
   int cuda_device_ = -1;  // with cuda_ = 1: use this CUDA device id (one rank per GPU), -1 = StarPU's choice
@@ -56,6 +59,7 @@ class Engine {
   EngineOptions options_;
   int cpu_workers_ = 0;
   int cuda_workers_ = 0;
+  int cores_ = 0;
 };
 
 // Clamps a priority to the range of the running scheduler.

@@ -77,6 +77,34 @@ TEST(CliTest, WeightsAreBitwiseIdenticalAcrossSchedulersAndWorkerCounts) {
   }
 }
 
+// More CPU workers than cores (8 on this 2-core machine): oversubscribed, unbound, and still the same weights,
+// since the graph fixes every sum's order.
+TEST(CliTest, EightWorkersTrainTheWeightsOfTwoAndSaySoAtStartUp) {
+  std::string checksums[2];
+  const int counts[2] = {2, 8};
+  for (int i = 0; i < 2; ++i) {
+    const fs::path report = temp_path("workers" + std::to_string(counts[i]) + ".json");
+    std::string args = kShortRun + " --workers " + std::to_string(counts[i]) + " --report " + report.string();
+    args.replace(args.find(" --quiet"), 8, "");
+    const CliRun r = dtnn(args);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(std::to_string(counts[i]) + " CPU workers"), std::string::npos) << r.output;
+    const auto doc = read_json(report);
+    fs::remove(report);
+    EXPECT_EQ(doc.at("workers"), counts[i]);
+    checksums[i] = doc.at("weights_checksum");
+  }
+  EXPECT_EQ(checksums[1], checksums[0]);
+}
+
+// StarPU's build caps the CPU workers (STARPU_MAXCPUS): asking for more is an error naming both numbers.
+TEST(CliTest, MoreWorkersThanTheStarpuBuildSupportsIsAnError) {
+  const CliRun r = dtnn("train --dataset synthetic --workers 100000");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("workers=100000, expected at most "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("STARPU_MAXCPUS"), std::string::npos) << r.output;
+}
+
 TEST(CliTest, ReportHoldsTheSummaryFields) {
   const fs::path report = temp_path("report.json");
   const CliRun r = dtnn("train --dataset synthetic --synthetic-samples 256 --batch-size 64 --epochs 2 --quiet --report " +
