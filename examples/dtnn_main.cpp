@@ -67,6 +67,7 @@ struct RunArgs {
   std::int64_t batch_size = 64;
   std::string loss = "cce";
   std::string trace;
+  std::string fxt;
   std::string report;
   int quiet = 0;
 };
@@ -116,7 +117,8 @@ struct TrainArgs : RunArgs {
 // The engine for --device/--gpus/--workers/--scheduler. Under mpirun each rank takes one GPU (local rank modulo the
 // GPUs of the node). Tasks of codelets with a CUDA body then go where --device says.
 dtnn::runtime::EngineOptions engine_options(const RunArgs& a, int profiling, const dtnn::runtime::Mpi* mpi = nullptr) {
-  auto options = dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(profiling);
+  auto options =
+      dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(profiling).fxt_dir(a.fxt);
   const bool want_gpu = a.device == "cuda" || a.device == "all";
   if (want_gpu && !dtnn::runtime::built_with_cuda()) {
     throw InvalidArgument(fmt::format("--device {}: this build has no CUDA codelets, expected cpu (build the CUDA "
@@ -664,6 +666,7 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
   app->add_flag("--scale-lr", a.scale_lr, "multiply the learning rate by the number of ranks (linear scaling rule)");
   app->add_option("--history", a.history, "per-epoch metrics, CSV or JSON by the file's extension");
   app->add_option("--trace", a.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
+  app->add_option("--fxt", a.fxt, "record StarPU's FxT trace into this folder (for starpu_fxt_tool; README)");
   app->add_option("--checkpoint-dir", a.checkpoint_dir, "save HDF5 checkpoints there after every epoch");
   app->add_option("--keep", a.keep, "checkpoints kept besides the best")->check(CLI::PositiveNumber)
       ->capture_default_str();

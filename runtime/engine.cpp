@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -16,6 +18,7 @@
 #include "runtime/cuda.hpp"
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/mpi.hpp"
 
 namespace dtnn::runtime {
 namespace {
@@ -74,6 +77,15 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+#ifdef STARPU_USE_FXT
+// The file StarPU 1.3's FxT writes for process id `id` (src/common/fxt.c): <prefix>/<suffix>_<id>.
+std::string fxt_file_name(const std::string& dir, int id) {
+  const char* suffix = std::getenv("STARPU_FXT_SUFFIX");
+  const char* user = std::getenv("USER");
+  return fmt::format("{}/{}_{}", dir, suffix != nullptr ? suffix : fmt::format("prof_file_{}", user ? user : ""), id);
+}
+#endif
+
 }  // namespace
 
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
@@ -103,6 +115,14 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (options_.workers_ < 0) {
     throw InvalidArgument(fmt::format("Engine: workers={}, expected 0 (all cores) or a positive count", options_.workers_));
   }
+#ifndef STARPU_USE_FXT
+  if (!options_.fxt_dir_.empty()) {
+    throw InvalidArgument(fmt::format("Engine: fxt_dir '{}' asks for an FxT trace, expected a StarPU built with FxT "
+                                      "(this one has none, like Debian's libstarpu-dev; scripts/setup.sh builds dtnn "
+                                      "against a StarPU of its own that has)",
+                                      options_.fxt_dir_));
+  }
+#endif
   configure_blis();
 
   starpu_conf conf;
@@ -118,6 +138,18 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   std::optional<ScopedEnv> nobind;
   if (conf.ncpus + cuda_threads > cores_ && std::getenv("STARPU_WORKERS_NOBIND") == nullptr) {
     nobind.emplace("STARPU_WORKERS_NOBIND", "1");
+  }
+  // A StarPU built with FxT traces unless STARPU_FXT_TRACE=0: dtnn's traces only when asked (fxt_dir).
+  ScopedEnv fxt_trace("STARPU_FXT_TRACE", options_.fxt_dir_.empty() ? "0" : "1");
+  std::optional<ScopedEnv> fxt_prefix;
+  if (!options_.fxt_dir_.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options_.fxt_dir_, error);
+    if (error) {
+      throw InvalidArgument(fmt::format("Engine: FxT folder '{}' cannot be created: {}", options_.fxt_dir_,
+                                        error.message()));
+    }
+    fxt_prefix.emplace("STARPU_FXT_PREFIX", options_.fxt_dir_);
   }
   if (options_.cuda_ == 1 && options_.cuda_device_ >= 0) {
     conf.use_explicit_workers_cuda_gpuid = 1;
@@ -141,6 +173,15 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (options_.profiling_ != 0) {
     starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
   }
+#ifdef STARPU_USE_FXT
+  if (!options_.fxt_dir_.empty()) {
+    // One file per MPI rank, named by rank as StarPU-MPI names them (starpu_fxt_tool -i takes them all).
+    const Mpi* mpi = Mpi::current();
+    const int id = mpi != nullptr && mpi->active() ? mpi->rank() : 0;
+    if (id != 0) starpu_profiling_set_id(id);
+    fxt_file_ = fxt_file_name(options_.fxt_dir_, id);
+  }
+#endif
   cpu_workers_ = static_cast<int>(starpu_cpu_worker_get_count());
   cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
   options_.scheduler_ = scheduler;
@@ -179,8 +220,9 @@ std::string Engine::describe() const {
   const int threads = cpu_workers_ + cuda_workers_;
   const std::string unbound =
       threads > cores_ ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
-  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}; BLIS {} '{}' ({})", major, minor, release,
-                     options_.scheduler_, cpu_workers_, unbound, gpus, blis.version, blis.arch, blis.reason);
+  const std::string fxt = fxt_file_.empty() ? "" : fmt::format("; FxT trace {}", fxt_file_);
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}; BLIS {} '{}' ({}){}", major, minor, release,
+                     options_.scheduler_, cpu_workers_, unbound, gpus, blis.version, blis.arch, blis.reason, fxt);
 }
 
 void Engine::wait_all() {

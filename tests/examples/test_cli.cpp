@@ -105,6 +105,35 @@ TEST(CliTest, MoreWorkersThanTheStarpuBuildSupportsIsAnError) {
   EXPECT_NE(r.output.find("STARPU_MAXCPUS"), std::string::npos) << r.output;
 }
 
+// FxT is compiled into dtnn's StarPU, which would trace every run into STARPU_FXT_PREFIX (default /tmp): only
+// --fxt records a trace. Without FxT (Debian's StarPU), --fxt is an error that says why.
+TEST(CliTest, FxtTraceIsWrittenOnlyWithTheOption) {
+  const fs::path off = temp_path("fxt-off");
+  const fs::path on = temp_path("fxt-on");
+  fs::create_directories(off);
+  const std::string run = "train --dataset synthetic --synthetic-samples 128 --batch-size 32 --steps-per-epoch 2 "
+                          "--quiet --no-test";
+  const CliRun quiet = dtnn_with_prefix("STARPU_FXT_PREFIX=" + off.string() + " STARPU_FXT_TRACE=1 " + exe() + " " + run);
+  ASSERT_EQ(quiet.status, 0) << quiet.output;
+  EXPECT_TRUE(fs::is_empty(off)) << "a trace was written without --fxt";
+  const CliRun traced = dtnn(run + " --fxt " + on.string());
+  std::uintmax_t bytes = 0;
+  if (fs::exists(on)) {
+    for (const auto& entry : fs::directory_iterator(on)) {
+      EXPECT_EQ(entry.path().filename().string().rfind("prof_file_", 0), 0u) << entry.path();
+      bytes += entry.file_size();
+    }
+  }
+  fs::remove_all(off);
+  fs::remove_all(on);
+  if (traced.status == 2) {
+    EXPECT_NE(traced.output.find("expected a StarPU built with FxT"), std::string::npos) << traced.output;
+    GTEST_SKIP() << "this StarPU has no FxT";
+  }
+  ASSERT_EQ(traced.status, 0) << traced.output;
+  EXPECT_GT(bytes, 0u) << "no FxT trace in " << on;
+}
+
 TEST(CliTest, ReportHoldsTheSummaryFields) {
   const fs::path report = temp_path("report.json");
   const CliRun r = dtnn("train --dataset synthetic --synthetic-samples 256 --batch-size 64 --epochs 2 --quiet --report " +
