@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Decides whether the CUDA codelets are built (DTNN_HAVE_CUDA) and finds what they link: the CUDA runtime,
-# cuBLAS, cuDNN and NCCL. Needs a StarPU built with CUDA (scripts/build_starpu_cuda.sh; Debian's is not).
+# cuBLAS, cuDNN and NCCL. Needs a StarPU built with CUDA (scripts/build_starpu.sh where nvcc exists; Debian's is not).
 set(DTNN_HAVE_CUDA OFF)
 if(NOT DTNN_CUDA STREQUAL "OFF")
   set(starpu_cuda OFF)
@@ -21,8 +21,8 @@ if(NOT DTNN_CUDA STREQUAL "OFF")
     set(DTNN_HAVE_CUDA ON)
   elseif(DTNN_CUDA STREQUAL "ON")
     message(FATAL_ERROR "DTNN_CUDA=ON: needs a StarPU built with CUDA (found ${STARPU_LIBDIR}: "
-                        "${starpu_cuda}; build one with scripts/build_starpu_cuda.sh and put its "
-                        "lib/pkgconfig first in PKG_CONFIG_PATH) and nvcc (found: '${CMAKE_CUDA_COMPILER}')")
+                        "${starpu_cuda}; build one with scripts/build_starpu.sh and pass it as "
+                        "-DDTNN_STARPU_PREFIX=...) and nvcc (found: '${CMAKE_CUDA_COMPILER}')")
   else()
     message(STATUS "dtnn: CUDA codelets off (StarPU with CUDA: ${starpu_cuda}, nvcc: '${CMAKE_CUDA_COMPILER}')")
   endif()

@@ -71,6 +71,7 @@ struct RunArgs {
   std::int64_t batch_size = 64;
   std::string loss = "cce";
   std::string trace;
+  std::string fxt;
   std::string report;
   int quiet = 0;
 };
@@ -123,7 +124,8 @@ struct TrainArgs : RunArgs {
 // The engine for --device/--gpus/--workers/--scheduler. Under mpirun each rank takes one GPU (local rank modulo the
 // GPUs of the node). Tasks of codelets with a CUDA body then go where --device says.
 dtnn::runtime::EngineOptions engine_options(const RunArgs& a, int profiling, const dtnn::runtime::Mpi* mpi = nullptr) {
-  auto options = dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(profiling);
+  auto options =
+      dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(profiling).fxt_dir(a.fxt);
   const bool want_gpu = a.device == "cuda" || a.device == "all";
   if (want_gpu && !dtnn::runtime::built_with_cuda()) {
     throw InvalidArgument(fmt::format("--device {}: this build has no CUDA codelets, expected cpu (build the CUDA "
@@ -524,7 +526,9 @@ void add_run_options(CLI::App* app, RunArgs& a) {
   app->add_option("--tiles", a.tiles, "batch tiles: tasks per layer and pass")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app->add_option("--workers", a.workers, "CPU workers (0: one per core)")->check(CLI::NonNegativeNumber);
+  app->add_option("--workers", a.workers,
+                  "CPU workers (0: one per core, less one per GPU used; more than the cores: unbound)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--scheduler", a.scheduler,
                   "StarPU scheduler (lws, dmdas, prio, eager, ...; auto: lws on CPUs, dmdas with GPUs) or one of "
                   "dtnn's own (dtnn-uprank; see `dtnn schedulers`)")
@@ -606,6 +610,7 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
       ->capture_default_str();
   app->add_option("--dag-step", a.dag_step, "the step --dag records (-1: the third step of the run)")
       ->check(CLI::Range(std::int64_t{-1}, std::numeric_limits<std::int64_t>::max()));
+  app->add_option("--fxt", a.fxt, "record StarPU's FxT trace into this folder (for starpu_fxt_tool; README)");
   app->add_option("--checkpoint-dir", a.checkpoint_dir, "save HDF5 checkpoints there after every epoch");
   app->add_option("--keep", a.keep, "checkpoints kept besides the best")->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "runtime/engine.hpp"
 
+#include <hwloc.h>
 #include <starpu.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -13,6 +18,7 @@
 #include "runtime/cuda.hpp"
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/mpi.hpp"
 #include "runtime/sched.hpp"
 
 namespace dtnn::runtime {
@@ -20,6 +26,63 @@ namespace {
 
 Engine* g_current = nullptr;
 
+
+// Cores this process may run on, counted as StarPU counts them: hwloc's cores in the allowed cpuset (StarPU
+// binds one worker per core, not per hardware thread).
+int available_cores() {
+  int cores = 0;
+  hwloc_topology_t topology = nullptr;
+  if (hwloc_topology_init(&topology) == 0) {
+    if (hwloc_topology_load(topology) == 0) {
+      cores = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);
+    }
+    hwloc_topology_destroy(topology);
+  }
+  return cores > 0 ? cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// CPU workers to start. By default every core but one per CUDA worker, whose driver thread StarPU binds to a
+// core of its own (were all cores CPU workers, it would share one with a spinning worker).
+int cpu_worker_count(int requested, int cuda_workers, int cores) {
+  if (requested > STARPU_MAXCPUS) {
+    throw InvalidArgument(fmt::format("Engine: workers={}, expected at most {}, the CPU workers this StarPU build "
+                                      "supports (STARPU_MAXCPUS){}",
+                                      requested, STARPU_MAXCPUS,
+                                      STARPU_MAXCPUS < 256 ? "; scripts/build_starpu.sh builds one with 256" : ""));
+  }
+  return requested > 0 ? requested : std::clamp(cores - cuda_workers, 1, STARPU_MAXCPUS);
+}
+
+// Sets an environment variable that starpu_init reads, and restores the process's own value afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+#ifdef STARPU_USE_FXT
+// The file StarPU 1.3's FxT writes for process id `id` (src/common/fxt.c): <prefix>/<suffix>_<id>.
+std::string fxt_file_name(const std::string& dir, int id) {
+  const char* suffix = std::getenv("STARPU_FXT_SUFFIX");
+  const char* user = std::getenv("USER");
+  return fmt::format("{}/{}_{}", dir, suffix != nullptr ? suffix : fmt::format("prof_file_{}", user ? user : ""), id);
+}
+#endif
 
 }  // namespace
 
@@ -51,16 +114,42 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (options_.workers_ < 0) {
     throw InvalidArgument(fmt::format("Engine: workers={}, expected 0 (all cores) or a positive count", options_.workers_));
   }
+#ifndef STARPU_USE_FXT
+  if (!options_.fxt_dir_.empty()) {
+    throw InvalidArgument(fmt::format("Engine: fxt_dir '{}' asks for an FxT trace, expected a StarPU built with FxT "
+                                      "(this one has none, like Debian's libstarpu-dev; scripts/setup.sh builds dtnn "
+                                      "against a StarPU of its own that has)",
+                                      options_.fxt_dir_));
+  }
+#endif
   configure_blis();
 
   starpu_conf conf;
   starpu_conf_init(&conf);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int requested = options_.workers_ > 0 ? options_.workers_ : cores;
-  conf.ncpus = std::min(requested, STARPU_MAXCPUS);
   // Without a visible GPU no CUDA worker is asked for (and "auto" stays on the CPU scheduler).
   const int cuda = options_.cuda_ != 0 && cuda_device_count() > 0 ? options_.cuda_ : 0;
   conf.ncuda = cuda;
+  const int cuda_threads = cuda == -1 ? cuda_device_count() : cuda;
+  cores_ = available_cores();
+  conf.ncpus = cpu_worker_count(options_.workers_, cuda_threads, cores_);
+  // More threads to bind than cores (e.g. 8 workers on 2 cores): StarPU 1.3 would bind several to one core and
+  // warn; unbound, the OS shares the cores among them.
+  std::optional<ScopedEnv> nobind;
+  if (conf.ncpus + cuda_threads > cores_ && std::getenv("STARPU_WORKERS_NOBIND") == nullptr) {
+    nobind.emplace("STARPU_WORKERS_NOBIND", "1");
+  }
+  // A StarPU built with FxT traces unless STARPU_FXT_TRACE=0: dtnn's traces only when asked (fxt_dir).
+  ScopedEnv fxt_trace("STARPU_FXT_TRACE", options_.fxt_dir_.empty() ? "0" : "1");
+  std::optional<ScopedEnv> fxt_prefix;
+  if (!options_.fxt_dir_.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options_.fxt_dir_, error);
+    if (error) {
+      throw InvalidArgument(fmt::format("Engine: FxT folder '{}' cannot be created: {}", options_.fxt_dir_,
+                                        error.message()));
+    }
+    fxt_prefix.emplace("STARPU_FXT_PREFIX", options_.fxt_dir_);
+  }
   if (options_.cuda_ == 1 && options_.cuda_device_ >= 0) {
     conf.use_explicit_workers_cuda_gpuid = 1;
     conf.workers_cuda_gpuid[0] = static_cast<unsigned>(options_.cuda_device_);
@@ -85,6 +174,15 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (options_.profiling_ != 0) {
     starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
   }
+#ifdef STARPU_USE_FXT
+  if (!options_.fxt_dir_.empty()) {
+    // One file per MPI rank, named by rank as StarPU-MPI names them (starpu_fxt_tool -i takes them all).
+    const Mpi* mpi = Mpi::current();
+    const int id = mpi != nullptr && mpi->active() ? mpi->rank() : 0;
+    if (id != 0) starpu_profiling_set_id(id);
+    fxt_file_ = fxt_file_name(options_.fxt_dir_, id);
+  }
+#endif
   cpu_workers_ = static_cast<int>(starpu_cpu_worker_get_count());
   cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
   options_.scheduler_ = scheduler;
@@ -127,8 +225,12 @@ std::string Engine::describe() const {
     }
 #endif
   }
-  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}; BLIS {} '{}' ({})", major, minor, release,
-                     options_.scheduler_, cpu_workers_, gpus, blis.version, blis.arch, blis.reason);
+  const int threads = cpu_workers_ + cuda_workers_;
+  const std::string unbound =
+      threads > cores_ ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
+  const std::string fxt = fxt_file_.empty() ? "" : fmt::format("; FxT trace {}", fxt_file_);
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}; BLIS {} '{}' ({}){}", major, minor, release,
+                     options_.scheduler_, cpu_workers_, unbound, gpus, blis.version, blis.arch, blis.reason, fxt);
 }
 
 void Engine::wait_all() {

@@ -21,16 +21,23 @@ inline constexpr const char* kDefaultGpuScheduler = "dmdas";
 
 struct EngineOptions {
   std::string scheduler_ = kDefaultScheduler;
-  int workers_ = 0;    // CPU workers; 0 = one per core, capped by StarPU's build
+  // CPU workers; 0 = one per core, less one core per CUDA worker (each has a driver thread of its own).
+  // More than the cores is allowed (oversubscribed: workers are then left unbound); more than the StarPU
+  // build's STARPU_MAXCPUS is an error.
+  int workers_ = 0;
   int profiling_ = 0;  // 1 = collect per-task profiling info (needed by the tracer)
   int cuda_ = 0;       // CUDA workers (one per GPU): 0 = none, -1 = every GPU StarPU finds, n = the first n
   int cuda_device_ = -1;  // with cuda_ = 1: use this CUDA device id (one rank per GPU), -1 = StarPU's choice
+  // Non-empty: StarPU records its FxT trace into this folder (created if missing), for starpu_fxt_tool. Empty:
+  // no FxT trace, whatever STARPU_FXT_TRACE says (a StarPU built with FxT would otherwise trace into /tmp).
+  std::string fxt_dir_;
 
   EngineOptions& scheduler(std::string name) { scheduler_ = std::move(name); return *this; }
   EngineOptions& workers(int n) { workers_ = n; return *this; }
   EngineOptions& profiling(int on) { profiling_ = on; return *this; }
   EngineOptions& cuda(int n) { cuda_ = n; return *this; }
   EngineOptions& cuda_device(int id) { cuda_device_ = id; return *this; }
+  EngineOptions& fxt_dir(std::string dir) { fxt_dir_ = std::move(dir); return *this; }
 };
 
 class Engine {
@@ -43,7 +50,9 @@ class Engine {
   [[nodiscard]] int cpu_workers() const { return cpu_workers_; }
   [[nodiscard]] int cuda_workers() const { return cuda_workers_; }
   [[nodiscard]] const std::string& scheduler() const { return options_.scheduler_; }
-  // One line for logs: StarPU version, scheduler, workers, BLIS configuration.
+  // The FxT trace file StarPU writes at shutdown (empty without fxt_dir).
+  [[nodiscard]] const std::string& fxt_file() const { return fxt_file_; }
+  // One line for logs: StarPU version, scheduler, workers, BLIS configuration, FxT trace file.
   [[nodiscard]] std::string describe() const;
 
   // Waits for every submitted task, then re-raises failures recorded on worker threads.
@@ -56,6 +65,8 @@ class Engine {
   EngineOptions options_;
   int cpu_workers_ = 0;
   int cuda_workers_ = 0;
+  int cores_ = 0;
+  std::string fxt_file_;
 };
 
 // Clamps a priority to the range of the running scheduler.

@@ -5,14 +5,16 @@
 #   scripts/setup.sh test    install, build, run the whole test suite (what CI runs), then the I/O tests again
 #                            under AddressSanitizer
 #   scripts/setup.sh build   install and build only
-#   scripts/setup.sh bench   install the benchmark peers too (python3-torch, oneDNN), then build
+#   scripts/setup.sh bench   install the benchmark peers too (python3-torch, oneDNN, matplotlib for the plots), then build
 #
-# CUDA: with DTNN_CUDA=1, or when a GPU is present (DTNN_CUDA=auto, the default) and nvcc is at $CUDA_HOME
-# (/usr/local/cuda), a CUDA-enabled StarPU is built from Debian's source package into a prefix outside the clone
-# (scripts/build_starpu_cuda.sh; reused while its version and options are unchanged) and dtnn is configured
-# with its CUDA codelets. DTNN_CUDA=0 never does. `test` also builds the CUDA configuration in build-cuda
-# wherever nvcc exists, GPU or not, and runs its CUDA tests (they skip without a GPU), so that it keeps
-# compiling and linking.
+# StarPU: dtnn is always built against a StarPU of its own, built from Debian's source package (1.3.10) into a
+# prefix outside the clone by scripts/build_starpu.sh (up to 256 CPU workers, FxT, MPI, CUDA where nvcc is at
+# $CUDA_HOME, default /usr/local/cuda), reused while its version and options are unchanged. Every
+# configuration below (CPU, CUDA, sanitizers) shares that one build; binaries load it through their RPATH.
+# CUDA: with DTNN_CUDA=1, or when a GPU is present (DTNN_CUDA=auto, the default) and nvcc exists, dtnn is
+# configured with its CUDA codelets. DTNN_CUDA=0 never does (and its StarPU has no CUDA). `test` also builds the
+# CUDA configuration in build-cuda wherever nvcc exists, GPU or not, and runs its CUDA tests (they skip without
+# a GPU), so that it keeps compiling and linking.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,7 +26,7 @@ esac
 
 packages=(
   build-essential cmake pkg-config
-  libstarpu-dev libhwloc-dev
+  libhwloc-dev libfxt-dev
   libblis-dev
   libopenmpi-dev openmpi-bin
   libhdf5-dev
@@ -36,8 +38,9 @@ packages=(
 if [ "$action" = test ] || [ "$action" = bench ]; then
   packages+=(python3 python3-torch python3-numpy python3-h5py)
 fi
+# Debian's own StarPU only for bench/fxt_overhead.sh, which compares dtnn built against it with our build.
 if [ "$action" = bench ]; then
-  packages+=(libdnnl-dev hdf5-tools)
+  packages+=(libdnnl-dev hdf5-tools libstarpu-dev python3-matplotlib)
 fi
 
 missing=()
@@ -72,24 +75,32 @@ if [ "$cuda_mode" = 1 ] || { [ "$cuda_mode" = auto ] && [ "$have_gpu" = 1 ] && [
   use_cuda=1
 fi
 
-# Configures and builds a CUDA configuration of dtnn in $1 against the CUDA-enabled StarPU.
-build_cuda_config() {
+starpu_options=()
+[ "$cuda_mode" = 0 ] && starpu_options+=(--cuda off)
+starpu_prefix="$(bash "$here/scripts/build_starpu.sh" "${starpu_options[@]}" | tail -n 1)"
+
+# Configures and builds dtnn in $1 against our StarPU (further CMake options after it; DTNN_TARGET: build only
+# that target), then checks that its program loads that StarPU.
+build_config() {
   local dir="$1"
   shift
-  local prefix
-  prefix="$(bash "$here/scripts/build_starpu_cuda.sh" | tail -n 1)"
-  PKG_CONFIG_PATH="$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
-    cmake -S "$here" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDTNN_CUDA=ON -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc" \
-    -DCMAKE_BUILD_RPATH="$prefix/lib" "$@"
-  cmake --build "$dir" -j "$(nproc)"
+  cmake -S "$here" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DDTNN_STARPU_PREFIX="$starpu_prefix" "$@"
+  cmake --build "$dir" -j "$(nproc)" ${DTNN_TARGET:+--target "$DTNN_TARGET"}
+  [ -x "$dir/bin/dtnn" ] || return 0
+  local loaded
+  loaded="$(ldd "$dir/bin/dtnn" | awk '/libstarpu-1.3/ {print $3}')"
+  case "$loaded" in
+    "$starpu_prefix"/*) ;;
+    *) echo "setup.sh: $dir/bin/dtnn loads StarPU from '$loaded', expected $starpu_prefix/lib" >&2; exit 1 ;;
+  esac
 }
+cuda_options=(-DDTNN_CUDA=ON -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc")
 
 build="$here/build"
 if [ "$use_cuda" = 1 ] && [ "$action" != test ]; then
-  build_cuda_config "$build"
+  build_config "$build" "${cuda_options[@]}"
 else
-  cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release
-  cmake --build "$build" -j "$(nproc)"
+  build_config "$build" -DDTNN_CUDA=OFF
 fi
 
 case "$action" in
@@ -102,7 +113,7 @@ case "$action" in
     if [ "$cuda_mode" != 0 ] && [ "$have_nvcc" = 1 ]; then
       # The CUDA configuration: compiles and links everywhere nvcc exists; its CUDA tests compare every codelet
       # on a GPU with its CPU version (they skip without a GPU). With a GPU, the whole suite runs in it too.
-      build_cuda_config "$here/build-cuda" -DDTNN_BUILD_BENCH=OFF
+      build_config "$here/build-cuda" "${cuda_options[@]}" -DDTNN_BUILD_BENCH=OFF
       if [ "$have_gpu" = 1 ]; then
         (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200)
       else
@@ -112,8 +123,8 @@ case "$action" in
     # Corrupt and truncated files (checkpoints, datasets) once more under AddressSanitizer and UBSan: a bad
     # file must give an error, never a memory error.
     asan="$here/build-asan"
-    cmake -S "$here" -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DDTNN_SANITIZE=ON -DDTNN_BUILD_BENCH=OFF
-    cmake --build "$asan" -j "$(nproc)" --target test_io
+    DTNN_TARGET=test_io build_config "$asan" -DCMAKE_BUILD_TYPE=Debug -DDTNN_SANITIZE=ON -DDTNN_BUILD_BENCH=OFF \
+      -DDTNN_CUDA=OFF
     cd "$asan"
     exec ctest --output-on-failure --timeout 1200 -R '^io$'
     ;;

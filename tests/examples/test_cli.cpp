@@ -163,6 +163,62 @@ TEST(CliTest, DagExportIsTheStepsTaskGraph) {
   const auto& b = doc.at("bounds");
   EXPECT_GT(b.at("critical_path_us").get<double>(), 0.0);
   EXPECT_LE(b.at("lower_bound_us").get<double>(), b.at("span_us").get<double>() * 1.0001);
+
+// More CPU workers than cores (8 on this 2-core machine): oversubscribed, unbound, and still the same weights,
+// since the graph fixes every sum's order.
+TEST(CliTest, EightWorkersTrainTheWeightsOfTwoAndSaySoAtStartUp) {
+  std::string checksums[2];
+  const int counts[2] = {2, 8};
+  for (int i = 0; i < 2; ++i) {
+    const fs::path report = temp_path("workers" + std::to_string(counts[i]) + ".json");
+    std::string args = kShortRun + " --workers " + std::to_string(counts[i]) + " --report " + report.string();
+    args.replace(args.find(" --quiet"), 8, "");
+    const CliRun r = dtnn(args);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(std::to_string(counts[i]) + " CPU workers"), std::string::npos) << r.output;
+    const auto doc = read_json(report);
+    fs::remove(report);
+    EXPECT_EQ(doc.at("workers"), counts[i]);
+    checksums[i] = doc.at("weights_checksum");
+  }
+  EXPECT_EQ(checksums[1], checksums[0]);
+}
+
+// StarPU's build caps the CPU workers (STARPU_MAXCPUS): asking for more is an error naming both numbers.
+TEST(CliTest, MoreWorkersThanTheStarpuBuildSupportsIsAnError) {
+  const CliRun r = dtnn("train --dataset synthetic --workers 100000");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("workers=100000, expected at most "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("STARPU_MAXCPUS"), std::string::npos) << r.output;
+}
+
+// FxT is compiled into dtnn's StarPU, which would trace every run into STARPU_FXT_PREFIX (default /tmp): only
+// --fxt records a trace. Without FxT (Debian's StarPU), --fxt is an error that says why.
+TEST(CliTest, FxtTraceIsWrittenOnlyWithTheOption) {
+  const fs::path off = temp_path("fxt-off");
+  const fs::path on = temp_path("fxt-on");
+  fs::create_directories(off);
+  const std::string run = "train --dataset synthetic --synthetic-samples 128 --batch-size 32 --steps-per-epoch 2 "
+                          "--quiet --no-test";
+  const CliRun quiet = dtnn_with_prefix("STARPU_FXT_PREFIX=" + off.string() + " STARPU_FXT_TRACE=1 " + exe() + " " + run);
+  ASSERT_EQ(quiet.status, 0) << quiet.output;
+  EXPECT_TRUE(fs::is_empty(off)) << "a trace was written without --fxt";
+  const CliRun traced = dtnn(run + " --fxt " + on.string());
+  std::uintmax_t bytes = 0;
+  if (fs::exists(on)) {
+    for (const auto& entry : fs::directory_iterator(on)) {
+      EXPECT_EQ(entry.path().filename().string().rfind("prof_file_", 0), 0u) << entry.path();
+      bytes += entry.file_size();
+    }
+  }
+  fs::remove_all(off);
+  fs::remove_all(on);
+  if (traced.status == 2) {
+    EXPECT_NE(traced.output.find("expected a StarPU built with FxT"), std::string::npos) << traced.output;
+    GTEST_SKIP() << "this StarPU has no FxT";
+  }
+  ASSERT_EQ(traced.status, 0) << traced.output;
+  EXPECT_GT(bytes, 0u) << "no FxT trace in " << on;
 }
 
 TEST(CliTest, ReportHoldsTheSummaryFields) {
