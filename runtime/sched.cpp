@@ -152,14 +152,17 @@ void ScoredReadyList::push(starpu_task* task, double score) {
   std::lock_guard lock(mutex_);
   // Ties: the earlier push first; the sequence is negated so that std::greater puts it in front.
   tasks_.emplace(std::pair<double, std::uint64_t>(score, ~pushed_++), task);
+  count_.store(tasks_.size(), std::memory_order_relaxed);
 }
 
 starpu_task* ScoredReadyList::pop(int worker) {
+  if (empty()) return nullptr;
   std::lock_guard lock(mutex_);
   for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
     if (starpu_worker_can_execute_task_first_impl(static_cast<unsigned>(worker), it->second, nullptr)) {
       starpu_task* task = it->second;
       tasks_.erase(it);
+      count_.store(tasks_.size(), std::memory_order_relaxed);
       return task;
     }
   }
@@ -167,6 +170,7 @@ starpu_task* ScoredReadyList::pop(int worker) {
 }
 
 starpu_task* ScoredReadyList::pop(int worker, const std::function<bool(const starpu_task*)>& wanted, double within) {
+  if (empty()) return nullptr;
   std::lock_guard lock(mutex_);
   auto best = tasks_.end();
   for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
@@ -181,6 +185,7 @@ starpu_task* ScoredReadyList::pop(int worker, const std::function<bool(const sta
   if (best == tasks_.end()) return nullptr;
   starpu_task* task = best->second;
   tasks_.erase(best);
+  count_.store(tasks_.size(), std::memory_order_relaxed);
   return task;
 }
 
@@ -205,6 +210,7 @@ void UpwardRankPolicy::push(starpu_task* task) {
 void UpwardRankPolicy::start(int workers) { last_tile_.assign(static_cast<std::size_t>(workers), -2); }
 
 starpu_task* UpwardRankPolicy::pop(int worker) {
+  if (ready_.empty()) return nullptr;  // the common case of an idle worker's poll: no lock
   double within = 0.0;
   int tile = -2;
   {

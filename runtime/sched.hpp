@@ -21,6 +21,7 @@
 
 #include <starpu.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -82,8 +83,12 @@ class ScoredReadyList {
   // `wanted` accepts; the best one when none does.
   starpu_task* pop(int worker, const std::function<bool(const starpu_task*)>& wanted, double within);
   [[nodiscard]] std::size_t size() const;
+  // Without taking the lock: idle workers poll pop() all the time (StarPU's drivers do not block), and a lock
+  // per poll slows the workers that have work (on hyperthreads and through the lock's cache line).
+  [[nodiscard]] bool empty() const { return count_.load(std::memory_order_relaxed) == 0; }
 
  private:
+  std::atomic<std::size_t> count_{0};
   mutable std::mutex mutex_;
   std::multimap<std::pair<double, std::uint64_t>, starpu_task*, std::greater<>> tasks_;  // key: (score, -seq)
   std::uint64_t pushed_ = 0;
