@@ -163,6 +163,7 @@ TEST(CliTest, DagExportIsTheStepsTaskGraph) {
   const auto& b = doc.at("bounds");
   EXPECT_GT(b.at("critical_path_us").get<double>(), 0.0);
   EXPECT_LE(b.at("lower_bound_us").get<double>(), b.at("span_us").get<double>() * 1.0001);
+}
 
 // More CPU workers than cores (8 on this 2-core machine): oversubscribed, unbound, and still the same weights,
 // since the graph fixes every sum's order.
