@@ -11,7 +11,7 @@ both alike. Optionally a third arm records the FxT trace (--fxt), for what traci
 Each run is `dtnn benchmark` (synthetic data, a warm-up epoch then --steps timed steps); the figure is the
 step time of the timed epoch, the median over --runs runs; the ratio is ours / Debian's (1.00 = no cost), both
 as the ratio of the medians and as the median of each round's ratio.
-Then, free of that noise, what one empty task costs each StarPU (bench/starpu_task_cost.c, 1 and 7 buffers).
+Then, free of that noise, what one empty task costs each StarPU (bench/starpu_task_cost.c, 2 and 8 buffers).
 The Debian build is configured and built here (targets dtnn and starpu_task_cost) when its folder has no
 bin/dtnn yet; it needs Debian's libstarpu-dev (scripts/setup.sh bench installs it).
 """
@@ -140,14 +140,14 @@ def main():
     costs = {"debian": os.path.join(a.debian, "bin", "starpu_task_cost"),
              "ours": os.path.join(a.ours, "bin", "starpu_task_cost")}
     if all(os.path.exists(b) for b in costs.values()):
-        for buffers in (1, 7):
+        for buffers in (2, 8):
             us = {name: [] for name in costs}
             for run in range(a.runs):
                 for name in (list(costs) if run % 2 == 0 else list(reversed(costs))):
                     us[name].append(task_cost_us(costs[name], buffers))
             med = {name: statistics.median(v) for name, v in us.items()}
             results[f"task_us_{buffers}_buffers"] = med
-            print(f"empty task, {buffers} buffer{'s' if buffers > 1 else ''}, 1 worker: debian {med['debian']:.2f} us, "
+            print(f"empty task, {buffers} buffers, 1 worker: debian {med['debian']:.2f} us, "
                   f"ours {med['ours']:.2f} us (median of {a.runs}, each the best of 3 x 50,000)", flush=True)
     else:
         print("(no bin/starpu_task_cost in both build folders: per-task cost not measured)")
