@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "codelets/cpu/nn_kernels.hpp"
@@ -13,6 +15,13 @@ using std::size_t;
 
 inline size_t plane_index(int i, int c, int ch) {
   return static_cast<size_t>(i) * static_cast<size_t>(c) + static_cast<size_t>(ch);
+}
+
+// y > 0 ? g : +0 as a bit mask: the select of relu_bwd_data without a branch. Inside the double-lane plane sums the
+// compiler turned the select into a branch, which a random ReLU mask mispredicts half of the time (25x slower).
+inline float relu_masked(float y, float g) {
+  const std::uint32_t keep = 0u - static_cast<std::uint32_t>(y > 0.0f);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(g) & keep);
 }
 
 // One plane of the forward pass with its epilogue, the flags fixed at compile time so that every variant is a
@@ -188,11 +197,10 @@ void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x,
       // The masked gradient takes the values relu_bwd_data would have stored: dy where y > 0, else +0.
       const float* yp = relu_y + p * plane;
       row[ch] = static_cast<float>(detail::sum_plane_of(plane, [yp, gp](size_t j) {
-        return static_cast<double>(yp[j] > 0.0f ? gp[j] : 0.0f);
+        return static_cast<double>(relu_masked(yp[j], gp[j]));
       }));
       row[c + ch] = static_cast<float>(detail::sum_plane_of(plane, [xp, yp, gp, m, is](size_t j) {
-        const float g = yp[j] > 0.0f ? gp[j] : 0.0f;
-        return static_cast<double>(g) * static_cast<double>((xp[j] - m) * is);
+        return static_cast<double>(relu_masked(yp[j], gp[j])) * static_cast<double>((xp[j] - m) * is);
       }));
     }
   }
