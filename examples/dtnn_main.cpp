@@ -326,6 +326,7 @@ nlohmann::json run_facts(const TrainArgs& a, const dtnn::models::ModelInfo& info
       {"batch_size", a.batch_size},
       {"tiles", a.tiles},
       {"conv", a.conv},
+      {"fusion", a.fusion},
       {"scheduler", engine.scheduler()},
       {"workers", engine.cpu_workers()},
       {"cuda_workers", engine.cuda_workers()},

@@ -92,8 +92,10 @@ TEST(CliTest, FusedAndUnfusedPassesTrainTheSameWeights) {
                             std::string(fusion) + " --workers " + std::to_string(workers) + " --report " +
                             report.string());
       ASSERT_EQ(r.status, 0) << r.output;
-      const std::string checksum = read_json(report).at("weights_checksum");
+      const auto doc = read_json(report);
       fs::remove(report);
+      EXPECT_EQ(doc.at("fusion"), fusion);
+      const std::string checksum = doc.at("weights_checksum");
       if (reference.empty()) {
         reference = checksum;
       } else {
