@@ -3,7 +3,11 @@
 """Summarises a dtnn --trace file: time per task type, worker utilisation, and how much of the run had
 several workers busy at once (the parallelism the task graph exposed).
 
-  bench/trace_stats.py trace.json [--top 20]
+  bench/trace_stats.py trace.json [--top 20] [--group task|codelet] [--skip-steps K]
+
+--group codelet adds up the tasks of every layer by codelet and pass ("batch_norm_fwd_relu:fwd", "relu_fwd:fwd"):
+what each kind of pass costs the whole step, e.g. before and after a fusion. --skip-steps K leaves out the tasks
+that ran before the K-th data:load task group of the run's steps (warm-up).
 """
 import argparse
 import collections
@@ -14,19 +18,38 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--group", choices=["task", "codelet"], default="task",
+                    help="task: by task name (layer:pass); codelet: by codelet and pass over all layers")
+    ap.add_argument("--skip-steps", type=int, default=0,
+                    help="leave out the tasks that started before the load tasks of this step (0-based)")
     a = ap.parse_args()
     with open(a.trace) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     if not events:
         raise SystemExit(f"{a.trace}: no task events")
+    if a.skip_steps > 0:
+        # Every step starts with one data:load task per tile.
+        loads = [e for e in events if e["name"].startswith("data:")]
+        tiles = len({e["args"].get("tile", 0) for e in loads}) or 1
+        starts = sorted(e["ts"] for e in loads)
+        per_step = starts[::tiles]
+        if a.skip_steps >= len(per_step):
+            raise SystemExit(f"{a.trace}: {len(per_step)} steps, cannot skip {a.skip_steps}")
+        cut = per_step[a.skip_steps]
+        events = [e for e in events if e["ts"] >= cut]
     start = min(e["ts"] for e in events)
     end = max(e["ts"] + e["dur"] for e in events)
     span = end - start
     workers = sorted({e["tid"] for e in events})
 
+    def key(e):
+        if a.group == "codelet":
+            return f'{e["args"].get("codelet", "?")}:{e.get("cat", "")}'
+        return e["name"]
+
     by_name = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for e in events:
-        row = by_name[e["name"]]
+        row = by_name[key(e)]
         row[0] += 1
         row[1] += e["dur"]
         row[2] += e["args"].get("flops", 0.0)
@@ -45,10 +68,10 @@ def main():
           f"busy {busy / 1e6:.3f} s = {100 * busy / (span * len(workers)):.1f}% of the workers' time")
     for k in sorted(at_level):
         print(f"  {k} workers busy: {100 * at_level[k] / span:5.1f}% of the time")
-    print(f"\n{'task':28} {'count':>7} {'total s':>9} {'mean us':>9} {'GFLOP/s':>8}")
+    print(f"\n{'task':40} {'count':>7} {'total s':>9} {'share':>6} {'mean us':>9} {'GFLOP/s':>8}")
     for name, (count, dur, flops) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:a.top]:
         rate = flops / dur / 1e3 if dur > 0 else 0.0
-        print(f"{name:28} {count:7d} {dur / 1e6:9.3f} {dur / count:9.1f} {rate:8.1f}")
+        print(f"{name:40} {count:7d} {dur / 1e6:9.3f} {100 * dur / busy:5.1f}% {dur / count:9.1f} {rate:8.1f}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,13 @@ struct TileArgs {
 // optional buffers come after the others, which keep their indices in every variant.
 enum class Affine { kWithout, kWith };
 enum class Stats { kFrozen, kBatch };
+// Fused passes (models/fusion.hpp): the forward pass's epilogue (a residual added, a ReLU), and the backward passes
+// reading the fused ReLU's output to mask the gradient (Mask). Their buffers come after all the others.
+enum class Epilogue { kNone, kRelu, kAdd, kAddRelu };
+enum class Mask { kNone, kRelu };
+
+constexpr bool has_residual(Epilogue e) { return e == Epilogue::kAdd || e == Epilogue::kAddRelu; }
+constexpr int has_relu(Epilogue e) { return e == Epilogue::kRelu || e == Epilogue::kAddRelu ? 1 : 0; }
 
 enum Finish : int { kNone = 0, kMean = 1, kVar = 2, kBwd = 3 };
 
@@ -115,25 +122,36 @@ void reduce_cpu(void** buffers, void* cl_arg) {
   }
 }
 
-// Buffers: x, stats, y, then gamma and beta when affine.
-template <Affine F>
+// The optional buffers of a forward task after its `fixed` ones: gamma and beta when affine, then the residual.
+template <Affine F, Epilogue E>
+struct FwdBuffers {
+  const float* gamma;
+  const float* beta;
+  const float* residual;
+  FwdBuffers(void** buffers, int fixed)
+      : gamma(F == Affine::kWith ? runtime::vector_ptr(buffers[fixed]) : nullptr),
+        beta(F == Affine::kWith ? runtime::vector_ptr(buffers[fixed + 1]) : nullptr),
+        residual(has_residual(E) ? runtime::vector_ptr(buffers[fixed + (F == Affine::kWith ? 2 : 0)]) : nullptr) {}
+};
+
+// Buffers: x, stats, y, then gamma and beta when affine, then the residual with an Add epilogue.
+template <Affine F, Epilogue E>
 void fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[1]);
-  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
-  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
-  k::batch_norm_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, gamma, beta,
-                    runtime::vector_ptr(buffers[2]));
+  const FwdBuffers<F, E> opt(buffers, 3);
+  k::batch_norm_fwd_fused(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, opt.gamma, opt.beta,
+                          opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]));
 }
 
-// Buffers: x, running_mean, running_var, y, then gamma and beta when affine.
-template <Affine F>
+// Buffers: x, running_mean, running_var, y, then gamma and beta when affine, then the residual with an Add epilogue.
+template <Affine F, Epilogue E>
 void infer_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
-  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[5]) : nullptr;
-  k::batch_norm_infer_fwd(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                          runtime::vector_ptr(buffers[2]), gamma, beta, runtime::vector_ptr(buffers[3]));
+  const FwdBuffers<F, E> opt(buffers, 4);
+  k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]),
+                                runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), opt.gamma, opt.beta,
+                                opt.residual, has_relu(E), runtime::vector_ptr(buffers[3]));
 }
 
 void frozen_stats_cpu(void** buffers, void* cl_arg) {
@@ -143,33 +161,41 @@ void frozen_stats_cpu(void** buffers, void* cl_arg) {
   k::batch_norm_invstd(a.c, a.eps, runtime::vector_ptr(buffers[1]), stats + a.c);
 }
 
+// Buffers: x, dy, stats, partials, then the fused ReLU's output when masked.
+template <Mask M>
 void bwd_sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  k::batch_norm_bwd_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
-                         stats + a.c, runtime::vector_ptr(buffers[3]));
+  const float* relu_y = M == Mask::kRelu ? runtime::vector_ptr(buffers[4]) : nullptr;
+  k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), relu_y,
+                                runtime::vector_ptr(buffers[1]), stats, stats + a.c, runtime::vector_ptr(buffers[3]));
 }
 
-// Buffers: x, dy, stats, dx, then grad_stats with batch statistics and gamma when affine, in that order.
-template <Stats S, Affine F>
+// Buffers: x, dy, stats, dx, then grad_stats with batch statistics, gamma when affine and the fused ReLU's output
+// when masked, in that order.
+template <Stats S, Affine F, Mask M>
 struct BwdDataBuffers {
   static constexpr int kGradStats = 4;
   static constexpr int kGamma = S == Stats::kBatch ? 5 : 4;
+  static constexpr int kReluY = kGamma + (F == Affine::kWith ? 1 : 0);
   const float* grad_stats;
   const float* gamma;
+  const float* relu_y;
   explicit BwdDataBuffers(void** buffers)
       : grad_stats(S == Stats::kBatch ? runtime::vector_ptr(buffers[kGradStats]) : nullptr),
-        gamma(F == Affine::kWith ? runtime::vector_ptr(buffers[kGamma]) : nullptr) {}
+        gamma(F == Affine::kWith ? runtime::vector_ptr(buffers[kGamma]) : nullptr),
+        relu_y(M == Mask::kRelu ? runtime::vector_ptr(buffers[kReluY]) : nullptr) {}
 };
 
-template <Stats S, Affine F>
+template <Stats S, Affine F, Mask M>
 void bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  const BwdDataBuffers<S, F> opt(buffers);
-  k::batch_norm_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
-                         stats + a.c, opt.gamma, opt.grad_stats,
-                         opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr, runtime::vector_ptr(buffers[3]));
+  const BwdDataBuffers<S, F, M> opt(buffers);
+  k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), opt.relu_y,
+                                runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
+                                opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr,
+                                runtime::vector_ptr(buffers[3]));
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -235,26 +261,26 @@ void reduce_cuda(void** buffers, void* cl_arg) {
   runtime::cuda::check_launch("batch_norm_reduce");
 }
 
-template <Affine F>
+template <Affine F, Epilogue E>
 void fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[1]);
-  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
-  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
-  kc::batch_norm_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, gamma, beta,
-                     runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  const FwdBuffers<F, E> opt(buffers, 3);
+  kc::batch_norm_fwd_fused(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, opt.gamma,
+                           opt.beta, opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]),
+                           runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_fwd");
 }
 
-template <Affine F>
+template <Affine F, Epilogue E>
 void infer_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  const float* gamma = F == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
-  const float* beta = F == Affine::kWith ? runtime::vector_ptr(buffers[5]) : nullptr;
+  const FwdBuffers<F, E> opt(buffers, 4);
   auto* scale_shift = static_cast<float*>(runtime::cuda::workspace(2 * static_cast<std::size_t>(a.c) * sizeof(float)));
-  kc::batch_norm_infer_fwd(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                           runtime::vector_ptr(buffers[2]), gamma, beta, scale_shift, runtime::vector_ptr(buffers[3]),
-                           runtime::cuda::stream());
+  kc::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]),
+                                 runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), opt.gamma, opt.beta,
+                                 opt.residual, has_relu(E), scale_shift, runtime::vector_ptr(buffers[3]),
+                                 runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_infer_fwd");
 }
 
@@ -265,23 +291,26 @@ void frozen_stats_cuda(void** buffers, void* cl_arg) {
   runtime::cuda::check_launch("batch_norm_frozen_stats");
 }
 
+template <Mask M>
 void bwd_sums_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  kc::batch_norm_bwd_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
-                          stats + a.c, runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
+  const float* relu_y = M == Mask::kRelu ? runtime::vector_ptr(buffers[4]) : nullptr;
+  kc::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), relu_y,
+                                 runtime::vector_ptr(buffers[1]), stats, stats + a.c, runtime::vector_ptr(buffers[3]),
+                                 runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_bwd_sums");
 }
 
-template <Stats S, Affine F>
+template <Stats S, Affine F, Mask M>
 void bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  const BwdDataBuffers<S, F> opt(buffers);
-  kc::batch_norm_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), stats,
-                          stats + a.c, opt.gamma, opt.grad_stats,
-                          opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr, runtime::vector_ptr(buffers[3]),
-                          runtime::cuda::stream());
+  const BwdDataBuffers<S, F, M> opt(buffers);
+  kc::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), opt.relu_y,
+                                 runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
+                                 opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr,
+                                 runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
   runtime::cuda::check_launch("batch_norm_bwd_data");
 }
 #endif
@@ -294,43 +323,140 @@ runtime::Codelet cl_batch_norm_sqdev_sums("batch_norm_sqdev_sums", runtime::guar
 runtime::Codelet cl_batch_norm_reduce("batch_norm_reduce", runtime::guarded<reduce_cpu>,
                                       DTNN_CUDA_FUNC(runtime::guarded<reduce_cuda>), {});
 // The affine codelets (and, for the data gradient, the one for batch statistics) keep the names that traces showed
-// before the variants had codelets of their own.
-runtime::Codelet cl_batch_norm_fwd("batch_norm_fwd", runtime::guarded<fwd_cpu<Affine::kWith>>,
-                                   DTNN_CUDA_FUNC(runtime::guarded<fwd_cuda<Affine::kWith>>),
-                                   {STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
-runtime::Codelet cl_batch_norm_fwd_noaffine("batch_norm_fwd_noaffine", runtime::guarded<fwd_cpu<Affine::kWithout>>,
-                                            DTNN_CUDA_FUNC(runtime::guarded<fwd_cuda<Affine::kWithout>>),
-                                            {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_batch_norm_infer_fwd("batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu<Affine::kWith>>,
-                                         DTNN_CUDA_FUNC(runtime::guarded<infer_fwd_cuda<Affine::kWith>>),
-                                         {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
-runtime::Codelet cl_batch_norm_infer_fwd_noaffine("batch_norm_infer_fwd_noaffine",
-                                                  runtime::guarded<infer_fwd_cpu<Affine::kWithout>>,
-                                                  DTNN_CUDA_FUNC(runtime::guarded<infer_fwd_cuda<Affine::kWithout>>),
-                                                  {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+// before the variants had codelets of their own; the fused variants add "_relu", "_add" or "_add_relu" (forward) and
+// "_relu" (backward, masked by the fused ReLU's output).
+// DTNN_CUDA_FUNC((...)): the parentheses keep the template arguments' comma from splitting the macro argument.
+runtime::Codelet cl_batch_norm_fwd(
+    "batch_norm_fwd", runtime::guarded<fwd_cpu<Affine::kWith, Epilogue::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWith, Epilogue::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd(
+    "batch_norm_infer_fwd", runtime::guarded<infer_fwd_cpu<Affine::kWith, Epilogue::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWith, Epilogue::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_fwd_relu(
+    "batch_norm_fwd_relu", runtime::guarded<fwd_cpu<Affine::kWith, Epilogue::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWith, Epilogue::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd_relu(
+    "batch_norm_infer_fwd_relu", runtime::guarded<infer_fwd_cpu<Affine::kWith, Epilogue::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWith, Epilogue::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_fwd_add(
+    "batch_norm_fwd_add", runtime::guarded<fwd_cpu<Affine::kWith, Epilogue::kAdd>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWith, Epilogue::kAdd>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd_add(
+    "batch_norm_infer_fwd_add", runtime::guarded<infer_fwd_cpu<Affine::kWith, Epilogue::kAdd>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWith, Epilogue::kAdd>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_fwd_add_relu(
+    "batch_norm_fwd_add_relu", runtime::guarded<fwd_cpu<Affine::kWith, Epilogue::kAddRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWith, Epilogue::kAddRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd_add_relu(
+    "batch_norm_infer_fwd_add_relu", runtime::guarded<infer_fwd_cpu<Affine::kWith, Epilogue::kAddRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWith, Epilogue::kAddRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_fwd_noaffine(
+    "batch_norm_fwd_noaffine", runtime::guarded<fwd_cpu<Affine::kWithout, Epilogue::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWithout, Epilogue::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine(
+    "batch_norm_infer_fwd_noaffine", runtime::guarded<infer_fwd_cpu<Affine::kWithout, Epilogue::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWithout, Epilogue::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_fwd_noaffine_relu(
+    "batch_norm_fwd_noaffine_relu", runtime::guarded<fwd_cpu<Affine::kWithout, Epilogue::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWithout, Epilogue::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_relu(
+    "batch_norm_infer_fwd_noaffine_relu", runtime::guarded<infer_fwd_cpu<Affine::kWithout, Epilogue::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWithout, Epilogue::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_fwd_noaffine_add(
+    "batch_norm_fwd_noaffine_add", runtime::guarded<fwd_cpu<Affine::kWithout, Epilogue::kAdd>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWithout, Epilogue::kAdd>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_add(
+    "batch_norm_infer_fwd_noaffine_add", runtime::guarded<infer_fwd_cpu<Affine::kWithout, Epilogue::kAdd>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWithout, Epilogue::kAdd>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_fwd_noaffine_add_relu(
+    "batch_norm_fwd_noaffine_add_relu", runtime::guarded<fwd_cpu<Affine::kWithout, Epilogue::kAddRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<fwd_cuda<Affine::kWithout, Epilogue::kAddRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_add_relu(
+    "batch_norm_infer_fwd_noaffine_add_relu", runtime::guarded<infer_fwd_cpu<Affine::kWithout, Epilogue::kAddRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<infer_fwd_cuda<Affine::kWithout, Epilogue::kAddRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
 runtime::Codelet cl_batch_norm_frozen_stats("batch_norm_frozen_stats", runtime::guarded<frozen_stats_cpu>,
                                             DTNN_CUDA_FUNC(runtime::guarded<frozen_stats_cuda>),
                                             {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_batch_norm_bwd_sums("batch_norm_bwd_sums", runtime::guarded<bwd_sums_cpu>,
-                                        DTNN_CUDA_FUNC(runtime::guarded<bwd_sums_cuda>),
-                                        {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
-// DTNN_CUDA_FUNC((...)): the parentheses keep the template arguments' comma from splitting the macro argument.
-runtime::Codelet cl_batch_norm_bwd_data(
-    "batch_norm_bwd_data", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWith>>,
-    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWith>>)),
-    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
-runtime::Codelet cl_batch_norm_bwd_data_noaffine(
-    "batch_norm_bwd_data_noaffine", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWithout>>,
-    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWithout>>)),
-    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_batch_norm_bwd_data_frozen(
-    "batch_norm_bwd_data_frozen", runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWith>>,
-    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWith>>)),
-    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine(
-    "batch_norm_bwd_data_frozen_noaffine", runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWithout>>,
-    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWithout>>)),
+runtime::Codelet cl_batch_norm_bwd_sums(
+    "batch_norm_bwd_sums", runtime::guarded<bwd_sums_cpu<Mask::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_sums_cuda<Mask::kNone>>)),
     {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_bwd_sums_relu(
+    "batch_norm_bwd_sums_relu", runtime::guarded<bwd_sums_cpu<Mask::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_sums_cuda<Mask::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data(
+    "batch_norm_bwd_data", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWith, Mask::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWith, Mask::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_relu(
+    "batch_norm_bwd_data_relu", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWith, Mask::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWith, Mask::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_noaffine(
+    "batch_norm_bwd_data_noaffine", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWithout, Mask::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWithout, Mask::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_noaffine_relu(
+    "batch_norm_bwd_data_noaffine_relu", runtime::guarded<bwd_data_cpu<Stats::kBatch, Affine::kWithout, Mask::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kBatch, Affine::kWithout, Mask::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_frozen(
+    "batch_norm_bwd_data_frozen", runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWith, Mask::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWith, Mask::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_frozen_relu(
+    "batch_norm_bwd_data_frozen_relu", runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWith, Mask::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWith, Mask::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R, STARPU_R});
+runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine(
+    "batch_norm_bwd_data_frozen_noaffine",
+    runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWithout, Mask::kNone>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWithout, Mask::kNone>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_relu(
+    "batch_norm_bwd_data_frozen_noaffine_relu",
+    runtime::guarded<bwd_data_cpu<Stats::kFrozen, Affine::kWithout, Mask::kRelu>>,
+    DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWithout, Mask::kRelu>>)),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+
+// [affine][epilogue]
+runtime::Codelet* const kFwdCodelets[2][4] = {
+    {&cl_batch_norm_fwd_noaffine, &cl_batch_norm_fwd_noaffine_relu, &cl_batch_norm_fwd_noaffine_add,
+     &cl_batch_norm_fwd_noaffine_add_relu},
+    {&cl_batch_norm_fwd, &cl_batch_norm_fwd_relu, &cl_batch_norm_fwd_add, &cl_batch_norm_fwd_add_relu}};
+runtime::Codelet* const kInferFwdCodelets[2][4] = {
+    {&cl_batch_norm_infer_fwd_noaffine, &cl_batch_norm_infer_fwd_noaffine_relu, &cl_batch_norm_infer_fwd_noaffine_add,
+     &cl_batch_norm_infer_fwd_noaffine_add_relu},
+    {&cl_batch_norm_infer_fwd, &cl_batch_norm_infer_fwd_relu, &cl_batch_norm_infer_fwd_add,
+     &cl_batch_norm_infer_fwd_add_relu}};
+// [batch statistics][affine][masked]
+runtime::Codelet* const kBwdDataCodelets[2][2][2] = {
+    {{&cl_batch_norm_bwd_data_frozen_noaffine, &cl_batch_norm_bwd_data_frozen_noaffine_relu},
+     {&cl_batch_norm_bwd_data_frozen, &cl_batch_norm_bwd_data_frozen_relu}},
+    {{&cl_batch_norm_bwd_data_noaffine, &cl_batch_norm_bwd_data_noaffine_relu},
+     {&cl_batch_norm_bwd_data, &cl_batch_norm_bwd_data_relu}}};
+
+int epilogue_index(const BatchNormEpilogue& e) {
+  return (e.residual != nullptr ? 2 : 0) + (e.relu ? 1 : 0);
+}
+
 
 void check_channels(const TaskTag& tag, int channels, const Tensor& x) {
   if (channels < 1 || x.row_elements() % channels != 0) {
@@ -345,6 +471,27 @@ void check_per_channel(const TaskTag& tag, const char* what, const Tensor& t, st
     throw InvalidArgument(fmt::format("{}: batch norm {} {} ({} tiles), expected {} values in one tile", tag.layer,
                                       what, to_string(t.shape()), t.tiles(), expected));
   }
+}
+
+// The fused passes read a second batch tensor (the residual, the fused ReLU's output) of the input's shape and tiling.
+void check_same_shape(const TaskTag& tag, const char* what, const Tensor& x, const Tensor& other) {
+  if (other.shape() != x.shape() || other.tiles() != x.tiles()) {
+    throw InvalidArgument(fmt::format("{}: batch norm {} {} ({} tiles), expected the input's shape {} ({} tiles)",
+                                      tag.layer, what, to_string(other.shape()), other.tiles(), to_string(x.shape()),
+                                      x.tiles()));
+  }
+}
+
+void add_residual(const TaskTag& tag, const Tensor& x, const BatchNormEpilogue& e, int tile,
+                  std::vector<runtime::Access>& data) {
+  if (e.residual == nullptr) return;
+  check_same_shape(tag, "residual", x, *e.residual);
+  data.push_back(rd(e.residual->tile(tile)));
+}
+
+// Flops per value of the pass (3: subtract, multiply, add), plus the epilogue's add and ReLU.
+double epilogue_flops(double base, const BatchNormEpilogue& e) {
+  return base + (e.residual != nullptr ? 1.0 : 0.0) + (e.relu ? 1.0 : 0.0);
 }
 
 TileArgs tile_args(int channels, const Tensor& x, int tile) {
@@ -447,7 +594,8 @@ void submit_batch_norm_var(const TaskTag& tag, const BatchNormUpdate& update, co
 }
 
 void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, const Tensor& stats,
-                           const Tensor* gamma, const Tensor* beta, Tensor& y, int tile) {
+                           const Tensor* gamma, const Tensor* beta, Tensor& y, int tile,
+                           const BatchNormEpilogue& epilogue) {
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, y);
   const TileArgs a = tile_args(channels, x, tile);
@@ -457,14 +605,15 @@ void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, co
     data.push_back(rd(gamma->handle()));
     data.push_back(rd(beta->handle()));
   }
+  add_residual(tag, x, epilogue, tile, data);
   std::string name;
-  runtime::submit_task(affine ? cl_batch_norm_fwd : cl_batch_norm_fwd_noaffine,
-                       task_info(tag, "fwd", tile, 3.0 * tile_values(a), name), data, a);
+  runtime::submit_task(*kFwdCodelets[affine ? 1 : 0][epilogue_index(epilogue)],
+                       task_info(tag, "fwd", tile, epilogue_flops(3.0, epilogue) * tile_values(a), name), data, a);
 }
 
 void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, const Tensor& x,
                                  const Tensor& running_mean, const Tensor& running_var, const Tensor* gamma,
-                                 const Tensor* beta, Tensor& y, int tile) {
+                                 const Tensor* beta, Tensor& y, int tile, const BatchNormEpilogue& epilogue) {
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, y);
   TileArgs a = tile_args(channels, x, tile);
@@ -476,9 +625,10 @@ void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, c
     data.push_back(rd(gamma->handle()));
     data.push_back(rd(beta->handle()));
   }
+  add_residual(tag, x, epilogue, tile, data);
   std::string name;
-  runtime::submit_task(affine ? cl_batch_norm_infer_fwd : cl_batch_norm_infer_fwd_noaffine,
-                       task_info(tag, "fwd", tile, 2.0 * tile_values(a), name), data, a);
+  runtime::submit_task(*kInferFwdCodelets[affine ? 1 : 0][epilogue_index(epilogue)],
+                       task_info(tag, "fwd", tile, epilogue_flops(2.0, epilogue) * tile_values(a), name), data, a);
 }
 
 void submit_batch_norm_frozen_stats(const TaskTag& tag, double eps, const Tensor& running_mean,
@@ -493,15 +643,21 @@ void submit_batch_norm_frozen_stats(const TaskTag& tag, double eps, const Tensor
 }
 
 void submit_batch_norm_bwd_sums(const TaskTag& tag, int channels, const Tensor& x, const Tensor& dy,
-                                const Tensor& stats, Tensor& partials, int tile) {
+                                const Tensor& stats, Tensor& partials, int tile, const Tensor* relu_y) {
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, dy);
   check_same_tiling(tag, x, partials);
   check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(channels));
   const TileArgs a = tile_args(channels, x, tile);
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))};
+  if (relu_y != nullptr) {
+    check_same_shape(tag, "ReLU output", x, *relu_y);
+    data.push_back(rd(relu_y->tile(tile)));
+  }
   std::string name;
-  runtime::submit_task(cl_batch_norm_bwd_sums, task_info(tag, "bwd_sum", tile, 4.0 * tile_values(a), name),
-                       {rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))}, a);
+  runtime::submit_task(relu_y != nullptr ? cl_batch_norm_bwd_sums_relu : cl_batch_norm_bwd_sums,
+                       task_info(tag, "bwd_sum", tile, (relu_y != nullptr ? 5.0 : 4.0) * tile_values(a), name), data,
+                       a);
 }
 
 void submit_batch_norm_bwd_reduce(const TaskTag& tag, double count, const Tensor& partials, Tensor& acc,
@@ -522,7 +678,7 @@ void submit_batch_norm_bwd_reduce(const TaskTag& tag, double count, const Tensor
 
 void submit_batch_norm_bwd_data(const TaskTag& tag, int channels, const Tensor& x, const Tensor& dy,
                                 const Tensor& stats, const Tensor* grad_stats, const Tensor* gamma, Tensor& dx,
-                                int tile) {
+                                int tile, const Tensor* relu_y) {
   check_channels(tag, channels, x);
   check_same_tiling(tag, x, dy);
   check_same_tiling(tag, x, dx);
@@ -530,12 +686,14 @@ void submit_batch_norm_bwd_data(const TaskTag& tag, int channels, const Tensor& 
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(dx.tile(tile))};
   if (grad_stats != nullptr) data.push_back(rd(grad_stats->handle()));
   if (gamma != nullptr) data.push_back(rd(gamma->handle()));
-  // [batch statistics][affine]
-  runtime::Codelet* const codelets[2][2] = {{&cl_batch_norm_bwd_data_frozen_noaffine, &cl_batch_norm_bwd_data_frozen},
-                                            {&cl_batch_norm_bwd_data_noaffine, &cl_batch_norm_bwd_data}};
+  if (relu_y != nullptr) {
+    check_same_shape(tag, "ReLU output", x, *relu_y);
+    data.push_back(rd(relu_y->tile(tile)));
+  }
   std::string name;
-  runtime::submit_task(*codelets[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0],
-                       task_info(tag, "bwd_data", tile, 5.0 * tile_values(a), name), data, a);
+  runtime::submit_task(
+      *kBwdDataCodelets[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0][relu_y != nullptr ? 1 : 0],
+      task_info(tag, "bwd_data", tile, (relu_y != nullptr ? 6.0 : 5.0) * tile_values(a), name), data, a);
 }
 
 }  // namespace dtnn::codelets

@@ -17,6 +17,7 @@ struct DenseArgs {
   int n;
   int in;
   int out;
+  int relu;  // forward: ReLU fused into the pass
 };
 
 // The forward and backward-weights passes have a codelet with the bias and one without (Bias), each with its fixed
@@ -29,7 +30,7 @@ void dense_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                          runtime::vector_ptr(buffers[2]));
+                          a.relu, runtime::vector_ptr(buffers[2]));
 }
 
 // Buffers: dy, w, dx.
@@ -54,7 +55,7 @@ void dense_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cuda::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                           runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
+                           a.relu, runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
   runtime::cuda::check_launch("dense_fwd");
 }
 
@@ -96,14 +97,16 @@ runtime::Codelet cl_dense_bwd_weights_nobias("dense_bwd_weights_nobias",
 
 DenseArgs args_for(const Tensor& x_or_dx, const Tensor& w, int tile) {
   return DenseArgs{static_cast<int>(x_or_dx.tile_range(tile).count), static_cast<int>(w.shape()[1]),
-                   static_cast<int>(w.shape()[0])};
+                   static_cast<int>(w.shape()[0]), 0};
 }
 
 }  // namespace
 
-void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile) {
+void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile,
+                      int relu) {
   check_same_tiling(tag, x, y);
-  const DenseArgs a = args_for(x, w, tile);
+  DenseArgs a = args_for(x, w, tile);
+  a.relu = relu;
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
@@ -123,7 +126,7 @@ void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor&
                               Tensor* db_tiles, int tile) {
   check_same_tiling(tag, x, dy);
   const DenseArgs a{static_cast<int>(x.tile_range(tile).count), static_cast<int>(dw_tiles.shape()[2]),
-                    static_cast<int>(dw_tiles.shape()[1])};
+                    static_cast<int>(dw_tiles.shape()[1]), 0};
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;

@@ -6,8 +6,9 @@
 
 namespace dtnn::codelets {
 
-// y[tile] = x[tile] * w^T + b
-void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile);
+// y[tile] = x[tile] * w^T + b, then ReLU in the same task when relu != 0 (a ReLU fused into the layer)
+void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile,
+                      int relu = 0);
 // dx[tile] = dy[tile] * w
 void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w, Tensor& dx, int tile);
 // dw_tiles[tile] = dy[tile]^T * x[tile]; db_tiles[tile] = column sums of dy[tile] (db_tiles may be null).

@@ -34,7 +34,28 @@ void concat_bwd_data_cpu(void** buffers, void* cl_arg) {
   kernels::cpu::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data());
 }
 
+struct AddReluArgs {
+  std::size_t count;
+  int nsrc;
+  int unused = 0;
+};
+
+// Buffers: the sources, then the total.
+void add_relu_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AddReluArgs>(cl_arg);
+  const auto src = vector_ptrs<const float>(buffers, a.nsrc);
+  kernels::cpu::sum_fixed_order_relu(a.count, a.nsrc, src.data(), runtime::vector_ptr(buffers[a.nsrc]));
+}
+
 #ifdef DTNN_HAVE_CUDA
+void add_relu_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AddReluArgs>(cl_arg);
+  const auto src = vector_ptrs<const float>(buffers, a.nsrc);
+  kernels::cuda::sum_fixed_order_relu(a.count, a.nsrc, src.data(), runtime::vector_ptr(buffers[a.nsrc]),
+                                      runtime::cuda::stream());
+  runtime::cuda::check_launch("add_relu");
+}
+
 static_assert(kMaxMergeParts <= kernels::cuda::kMaxMergeSources, "the CUDA merge kernels take fewer parts than a task");
 
 void concat_fwd_cuda(void** buffers, void* cl_arg) {
@@ -56,6 +77,8 @@ void concat_bwd_data_cuda(void** buffers, void* cl_arg) {
 
 runtime::Codelet cl_add("add", runtime::guarded<detail::fixed_order_sum_cpu>,
                         DTNN_CUDA_FUNC(runtime::guarded<detail::fixed_order_sum_cuda>), {});
+runtime::Codelet cl_add_relu("add_relu", runtime::guarded<add_relu_cpu>,
+                             DTNN_CUDA_FUNC(runtime::guarded<add_relu_cuda>), {});
 runtime::Codelet cl_concat_fwd("concat_fwd", runtime::guarded<concat_fwd_cpu>,
                                DTNN_CUDA_FUNC(runtime::guarded<concat_fwd_cuda>), {});
 runtime::Codelet cl_concat_bwd_data("concat_bwd_data", runtime::guarded<concat_bwd_data_cpu>,
@@ -97,6 +120,28 @@ void submit_add(const TaskTag& tag, std::string_view pass, const std::vector<con
   }
   detail::submit_fixed_order_sum(cl_add, tag, pass, tile, sources, out.tile(tile),
                                  static_cast<std::size_t>(out.tile_range(tile).count * out.row_elements()));
+}
+
+void submit_add_relu(const TaskTag& tag, const std::vector<const Tensor*>& inputs, Tensor& out, int tile) {
+  if (inputs.empty() || static_cast<int>(inputs.size()) > kMaxMergeParts) {
+    throw InvalidArgument(fmt::format("{}: sum and ReLU of {} tensors, expected 1 to {} (StarPU's buffer limit)",
+                                      tag.layer, inputs.size(), kMaxMergeParts));
+  }
+  std::vector<runtime::Access> data;
+  for (const Tensor* in : inputs) {
+    check_same_tiling(tag, *in, out);
+    if (in->row_elements() != out.row_elements()) {
+      throw InvalidArgument(fmt::format("{}: adding {} to {}, expected equal shapes", tag.layer,
+                                        to_string(in->shape()), to_string(out.shape())));
+    }
+    data.push_back(rd(in->tile(tile)));
+  }
+  data.push_back(wr(out.tile(tile)));
+  const AddReluArgs a{static_cast<std::size_t>(out.tile_range(tile).count * out.row_elements()),
+                      static_cast<int>(inputs.size())};
+  std::string name;
+  runtime::submit_task(cl_add_relu, task_info(tag, "add_relu", tile, static_cast<double>(a.count) * a.nsrc, name),
+                       data, a);
 }
 
 void submit_concat_fwd(const TaskTag& tag, const std::vector<const Tensor*>& inputs, Tensor& out, int tile) {

@@ -38,13 +38,31 @@ void relu_bwd_data_cuda(void** buffers, void* cl_arg) {
                                runtime::cuda::stream());
   runtime::cuda::check_launch("relu_bwd_data");
 }
+
+void relu_bwd_data_add_cuda(void** buffers, void* cl_arg) {
+  kernels::cuda::relu_bwd_data_add(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
+                                   runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                   runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
+  runtime::cuda::check_launch("relu_bwd_data_add");
+}
 #endif
+
+// Buffers: y, dy, other, dx.
+void relu_bwd_data_add_cpu(void** buffers, void* cl_arg) {
+  kernels::cpu::relu_bwd_data_add(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
+                                  runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                  runtime::vector_ptr(buffers[3]));
+}
 
 runtime::Codelet cl_relu_fwd("relu_fwd", runtime::guarded<relu_fwd_cpu>,
                              DTNN_CUDA_FUNC(runtime::guarded<relu_fwd_cuda>), {STARPU_R, STARPU_W});
 runtime::Codelet cl_relu_bwd_data("relu_bwd_data", runtime::guarded<relu_bwd_data_cpu>,
                                   DTNN_CUDA_FUNC(runtime::guarded<relu_bwd_data_cuda>),
                                   {STARPU_R, STARPU_R, STARPU_W});
+
+runtime::Codelet cl_relu_bwd_data_add("relu_bwd_data_add", runtime::guarded<relu_bwd_data_add_cpu>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<relu_bwd_data_add_cuda>),
+                                      {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
 
 std::size_t tile_elements(const Tensor& t, int tile) {
   return static_cast<std::size_t>(t.tile_range(tile).count * t.row_elements());
@@ -66,6 +84,17 @@ void submit_relu_bwd_data(const TaskTag& tag, const Tensor& y, const Tensor& dy,
   std::string name;
   runtime::submit_task(cl_relu_bwd_data, task_info(tag, "bwd_data", tile, static_cast<double>(a.count), name),
                        {rd(y.tile(tile)), rd(dy.tile(tile)), wr(dx.tile(tile))}, a);
+}
+
+void submit_relu_bwd_data_add(const TaskTag& tag, std::string_view pass, const Tensor& y, const Tensor& dy,
+                              const Tensor& other, Tensor& dx, int tile) {
+  check_same_tiling(tag, y, dy);
+  check_same_tiling(tag, y, other);
+  check_same_tiling(tag, y, dx);
+  const ReluArgs a{tile_elements(y, tile)};
+  std::string name;
+  runtime::submit_task(cl_relu_bwd_data_add, task_info(tag, pass, tile, 2.0 * static_cast<double>(a.count), name),
+                       {rd(y.tile(tile)), rd(dy.tile(tile)), rd(other.tile(tile)), wr(dx.tile(tile))}, a);
 }
 
 }  // namespace dtnn::codelets

@@ -62,6 +62,7 @@ struct RunArgs {
   std::int64_t synthetic_samples = 6400;
   int normalize = 0;
   std::string conv = "convgemm";
+  std::string fusion = "on";  // --fusion off: every layer's passes as separate tasks (the unfused reference)
   int tiles = 2;
   int workers = 0;
   std::string scheduler = "auto";
@@ -223,6 +224,7 @@ dtnn::Sequential build_model(const RunArgs& a, const dtnn::models::ModelInfo& in
   dtnn::Sequential model = info.make();
   const dtnn::ConvVariant variant = dtnn::parse_conv_variant(a.conv, "--conv");
   for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), variant);
+  model.fusion(a.fusion == "on" ? 1 : 0);
   model.build(info.input, a.seed);
   return model;
 }
@@ -324,6 +326,7 @@ nlohmann::json run_facts(const TrainArgs& a, const dtnn::models::ModelInfo& info
       {"batch_size", a.batch_size},
       {"tiles", a.tiles},
       {"conv", a.conv},
+      {"fusion", a.fusion},
       {"scheduler", engine.scheduler()},
       {"workers", engine.cpu_workers()},
       {"cuda_workers", engine.cuda_workers()},
@@ -516,6 +519,12 @@ void add_run_options(CLI::App* app, RunArgs& a) {
   app->add_flag("--normalize", a.normalize, "per-channel normalisation with the training set's mean and std");
   app->add_option("--conv", a.conv, "convolution algorithm: convgemm, im2col or auto (times both per shape)")
       ->check(CLI::IsMember({"convgemm", "im2col", "auto"}))
+      ->capture_default_str();
+  app->add_option("--fusion", a.fusion,
+                  "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "
+                  "residual block's BatchNorm, Add and ReLU are one pass (same results, fewer tensors and passes); "
+                  "off: every layer's own tasks")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   app->add_option("--batch-size", a.batch_size, "samples per step (per rank under mpirun)")
       ->check(CLI::PositiveNumber)

@@ -8,6 +8,8 @@
 
 #include "codelets/batch_norm.hpp"
 #include "codelets/copy.hpp"
+#include "codelets/merge.hpp"
+#include "codelets/relu.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
 #include "core/errors.hpp"
 
@@ -33,7 +35,14 @@ std::string BatchNorm2d::describe() const {
   std::string s = fmt::format("{} features, eps {:g}, momentum {:g}", options_.features_, options_.eps_,
                               options_.momentum_);
   if (!options_.affine_) s += ", no affine";
+  if (relu_) s += ", +ReLU";
   return s;
+}
+
+int BatchNorm2d::fuse_relu() {
+  if (folded_ || relu_) return 0;
+  relu_ = 1;
+  return 1;
 }
 
 Shape BatchNorm2d::build(const Shape& in) {
@@ -72,6 +81,25 @@ int BatchNorm2d::plane_size() const {
 }
 
 void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
+  forward_with(x, codelets::BatchNormEpilogue{nullptr, relu_}, y, ctx);
+}
+
+void BatchNorm2d::forward_into_sum(const Tensor& x, const Tensor& residual, int relu, Tensor& y,
+                                   const PassContext& ctx) {
+  forward_with(x, codelets::BatchNormEpilogue{&residual, relu}, y, ctx);
+}
+
+void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
+  backward_with(x, relu_ ? &y : nullptr, dy, dx, ctx);
+}
+
+void BatchNorm2d::backward_masked(const Tensor& x, const Tensor& relu_y, const Tensor& dy, Tensor* dx,
+                                  const PassContext& ctx) {
+  backward_with(x, &relu_y, dy, dx, ctx);
+}
+
+void BatchNorm2d::forward_with(const Tensor& x, const codelets::BatchNormEpilogue& epilogue, Tensor& y,
+                               const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   const Tensor* gamma = weight_ != nullptr ? &weight_->value : nullptr;
   const Tensor* beta = bias_ != nullptr ? &bias_->value : nullptr;
@@ -82,13 +110,27 @@ void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
                                         "training afterwards",
                                         name()));
     }
-    for (int t = 0; t < x.tiles(); ++t) codelets::submit_copy(tag, "fwd", x, y, t);
+    // The convolution computes the normalised values: what is left is the epilogue.
+    for (int t = 0; t < x.tiles(); ++t) {
+      if (epilogue.residual != nullptr) {
+        const std::vector<const Tensor*> terms{&x, epilogue.residual};
+        if (epilogue.relu) {
+          codelets::submit_add_relu(tag, terms, y, t);
+        } else {
+          codelets::submit_add(tag, "add", terms, y, t);
+        }
+      } else if (epilogue.relu) {
+        codelets::submit_relu_fwd(tag, x, y, t);
+      } else {
+        codelets::submit_copy(tag, "fwd", x, y, t);
+      }
+    }
     return;
   }
   if (!ctx.training) {
     for (int t = 0; t < x.tiles(); ++t) {
       codelets::submit_batch_norm_infer_fwd(tag, c, options_.eps_, x, running_mean_->value, running_var_->value,
-                                            gamma, beta, y, t);
+                                            gamma, beta, y, t, epilogue);
     }
     return;
   }
@@ -125,11 +167,12 @@ void BatchNorm2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   codelets::submit_batch_norm_var(tag, BatchNormUpdate{count, options_.eps_, options_.momentum_},
                                   *reduced, acc, stats, running_mean_->value, running_var_->value, batches_->value);
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_batch_norm_fwd(tag, c, x, stats, gamma, beta, y, t);
+    codelets::submit_batch_norm_fwd(tag, c, x, stats, gamma, beta, y, t, epilogue);
   }
 }
 
-void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
+void BatchNorm2d::backward_with(const Tensor& x, const Tensor* relu_y, const Tensor& dy, Tensor* dx,
+                                const PassContext& ctx) {
   if (dx == nullptr && weight_ == nullptr) {
     return;
   }
@@ -148,7 +191,7 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
   Tensor& grad_stats = scratch(x, kGradStats, {2, c}, 1);
   Tensor& acc = scratch(x, kAccumulator, {4 * static_cast<std::int64_t>(c)}, 1);
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_batch_norm_bwd_sums(tag, c, x, dy, stats, partials, t);
+    codelets::submit_batch_norm_bwd_sums(tag, c, x, dy, stats, partials, t, relu_y);
   }
   Tensor* reduced = &partials;
   const int synchronised = ctx.training && ctx.sync != nullptr;
@@ -166,7 +209,8 @@ void BatchNorm2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, T
     return;
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_batch_norm_bwd_data(tag, c, x, dy, stats, ctx.training ? &grad_stats : nullptr, gamma, *dx, t);
+    codelets::submit_batch_norm_bwd_data(tag, c, x, dy, stats, ctx.training ? &grad_stats : nullptr, gamma, *dx, t,
+                                         relu_y);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "codelets/batch_norm.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {
@@ -46,6 +47,18 @@ class BatchNorm2d : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const BatchNorm2dOptions& options() const { return options_; }
 
+  // Fused passes (models/fusion.hpp). The ReLU after the layer runs in the forward task (y = ReLU(bn(x)), one tensor
+  // written instead of two), and the backward tasks read the ReLU's output y to mask dy themselves (no masked
+  // gradient tensor, no ReLU task). Declined once folded.
+  int fuse_relu() override;
+  [[nodiscard]] int relu_fused() const { return relu_; }
+  // A residual block (layers/block.hpp) whose Add this layer's output feeds: y = bn(x) + residual, then ReLU when
+  // relu != 0, in the forward task; the statistics passes are the usual ones. Bitwise the separate passes.
+  void forward_into_sum(const Tensor& x, const Tensor& residual, int relu, Tensor& y, const PassContext& ctx);
+  // The backward pass of forward_into_sum(..., relu = 1, y): dy is the gradient of y, masked by y > 0 inside the
+  // tasks. (Without the ReLU, or with the masked gradient formed by the block, backward() applies.)
+  void backward_masked(const Tensor& x, const Tensor& relu_y, const Tensor& dy, Tensor* dx, const PassContext& ctx);
+
   // The running statistics as one affine map per channel, y = x * scale + shift with scale = gamma /
   // sqrt(running_var + eps) and shift = beta - running_mean * scale: what folds this layer into the preceding
   // convolution for inference. Waits for the tasks that update the statistics.
@@ -64,6 +77,9 @@ class BatchNorm2d : public Layer {
   enum ScratchId : int { kPartials = 0, kGradPartials, kStats, kGradStats, kAccumulator, kGlobalPartials,
                          kGlobalGradPartials };
 
+  void forward_with(const Tensor& x, const codelets::BatchNormEpilogue& epilogue, Tensor& y, const PassContext& ctx);
+  // relu_y: the fused ReLU's output whose mask applies to dy, or null.
+  void backward_with(const Tensor& x, const Tensor* relu_y, const Tensor& dy, Tensor* dx, const PassContext& ctx);
   [[nodiscard]] int plane_size() const;
   // Rows the statistics cover: this rank's, or every rank's when synchronised.
   [[nodiscard]] std::int64_t batch_rows(std::int64_t local_rows, const PassContext& ctx) const;
@@ -76,6 +92,7 @@ class BatchNorm2d : public Layer {
   Buffer* running_var_ = nullptr;
   Buffer* batches_ = nullptr;
   int folded_ = 0;
+  int relu_ = 0;
 };
 
 }  // namespace dtnn

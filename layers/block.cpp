@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "layers/block.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "codelets/merge.hpp"
+#include "codelets/relu.hpp"
 #include "core/errors.hpp"
+#include "layers/batch_norm.hpp"
 
 namespace dtnn {
 namespace {
@@ -14,6 +18,7 @@ constexpr int kActivation = 0;
 constexpr int kGradient = 1 << 20;
 constexpr int kSlice = 2 << 20;
 constexpr int kPathInputGradient = 3 << 20;
+constexpr int kMaskedGradient = 4 << 20;  // the sum's gradient through the fused ReLU, when formed
 
 int slot_id(int kind, std::size_t p, std::size_t i) { return kind + static_cast<int>(p) * 4096 + static_cast<int>(i); }
 
@@ -34,6 +39,11 @@ std::string Block::describe() const {
   for (const Path& p : paths_) {
     s += s.empty() ? "" : " | ";
     s += p.layers_.empty() ? std::string("identity") : fmt::format("{} layers", p.layers_.size());
+  }
+  if (fused_path_ >= 0) {
+    s += relu_ ? ", fused BN+Add+ReLU" : ", fused BN+Add";
+  } else if (relu_) {
+    s += ", fused Add+ReLU";
   }
   return s;
 }
@@ -123,23 +133,66 @@ Tensor& Block::activation(const Tensor& x, std::size_t p, std::size_t i) {
   return scratch(x, slot_id(kActivation, p, i), batched(x.shape()[0], layer.output_shape()), x.tiles());
 }
 
+std::size_t Block::group_end(std::size_t p, std::size_t i) const {
+  const auto& layers = paths_[p].layers_;
+  std::size_t j = i + 1;
+  while (j < layers.size() && layers[j].second->absorbed()) ++j;
+  return j;
+}
+
+int Block::fuse_relu() {
+  // The sum and its ReLU in one add task needs every path in it (StarPU's buffer limit), unless a BatchNorm of the
+  // block writes the output.
+  if (merge_ != Merge::kAdd || relu_ ||
+      (fused_path_ < 0 && static_cast<int>(paths_.size()) > codelets::kMaxMergeParts)) {
+    return 0;
+  }
+  relu_ = 1;
+  return 1;
+}
+
+int Block::fuse_merge() {
+  if (merge_ != Merge::kAdd || fused_path_ >= 0 || paths_.size() != 2) return 0;
+  for (std::size_t p = 0; p < paths_.size(); ++p) {
+    const auto& layers = paths_[p].layers_;
+    if (layers.empty()) continue;
+    auto* bn = dynamic_cast<BatchNorm2d*>(layers.back().second.get());
+    if (bn == nullptr || bn->folded() || bn->relu_fused() || bn->absorbed()) continue;
+    fused_path_ = static_cast<int>(p);
+    return 1;
+  }
+  return 0;
+}
+
 void Block::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   std::vector<const Tensor*> outs;
   for (std::size_t p = 0; p < paths_.size(); ++p) {
+    const auto& layers = paths_[p].layers_;
+    // The fused BatchNorm (the path's last layer) runs after the other path, since it adds that path's output.
+    const std::size_t count = layers.size() - (static_cast<int>(p) == fused_path_ ? 1 : 0);
     const Tensor* a = &x;
-    for (std::size_t i = 0; i < paths_[p].layers_.size(); ++i) {
-      Tensor& out = activation(x, p, i);
-      paths_[p].layers_[i].second->forward(*a, out, ctx);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (layers[i].second->absorbed()) continue;
+      Tensor& out = activation(x, p, group_end(p, i) - 1);
+      layers[i].second->forward(*a, out, ctx);
       a = &out;
     }
     outs.push_back(a);
   }
+  if (fused_path_ >= 0) {
+    const auto p = static_cast<std::size_t>(fused_path_);
+    auto& bn = static_cast<BatchNorm2d&>(*paths_[p].layers_.back().second);
+    bn.forward_into_sum(*outs[p], *outs[1 - p], relu_, y, ctx);
+    return;
+  }
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
-    if (merge_ == Merge::kAdd) {
-      codelets::submit_add(tag, "add", outs, y, t);
-    } else {
+    if (merge_ == Merge::kConcat) {
       codelets::submit_concat_fwd(tag, outs, y, t);
+    } else if (relu_) {
+      codelets::submit_add_relu(tag, outs, y, t);
+    } else {
+      codelets::submit_add(tag, "add", outs, y, t);
     }
   }
 }
@@ -158,11 +211,22 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
     }
     for (int t = 0; t < dy.tiles(); ++t) codelets::submit_concat_bwd_data(tag, dy, slices, t);
   }
+  // The fused ReLU after the sum: with a fused BatchNorm and an identity other path, the BatchNorm masks dy in its
+  // own tasks and the identity's masked share joins dx in the task that adds the paths (no masked tensor); otherwise
+  // the masked gradient is formed once and every path reads it.
+  const int masked_in_tasks =
+      relu_ && fused_path_ >= 0 && paths_[static_cast<std::size_t>(1 - fused_path_)].layers_.empty();
+  if (relu_ && !masked_in_tasks) {
+    Tensor& masked = scratch(x, slot_id(kMaskedGradient, 0, 0), dy.shape(), dy.tiles());
+    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(tag, y, dy, masked, t);
+    std::fill(path_dy.begin(), path_dy.end(), &masked);
+  }
   std::vector<const Tensor*> contributions;
   for (std::size_t p = 0; p < paths_.size(); ++p) {
     auto& layers = paths_[p].layers_;
     const Tensor* g = path_dy[p];
     for (std::size_t i = layers.size(); i-- > 0;) {
+      if (layers[i].second->absorbed()) continue;
       const Tensor& in = i > 0 ? activation(x, p, i - 1) : x;
       Tensor* g_in = nullptr;
       if (i > 0) {
@@ -170,13 +234,31 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
       } else if (dx != nullptr) {
         g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles());
       }
-      layers[i].second->backward(in, activation(x, p, i), *g, g_in, ctx);
+      const std::size_t end = group_end(p, i);
+      if (static_cast<int>(p) == fused_path_ && end == layers.size()) {
+        // The fused BatchNorm: its output is the block's.
+        auto& bn = static_cast<BatchNorm2d&>(*layers[i].second);
+        if (masked_in_tasks) {
+          bn.backward_masked(in, y, *g, g_in, ctx);
+        } else {
+          bn.backward(in, y, *g, g_in, ctx);
+        }
+      } else {
+        layers[i].second->backward(in, activation(x, p, end - 1), *g, g_in, ctx);
+      }
       g = g_in;
     }
     if (dx != nullptr) contributions.push_back(g);
   }
-  if (dx != nullptr) {
-    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_add(tag, "bwd_data", contributions, *dx, t);
+  if (dx == nullptr) return;
+  for (int t = 0; t < dy.tiles(); ++t) {
+    if (masked_in_tasks) {
+      // dx = the BatchNorm path's input gradient + the identity's masked dy.
+      codelets::submit_relu_bwd_data_add(tag, "bwd_data", y, dy, *contributions[static_cast<std::size_t>(fused_path_)],
+                                         *dx, t);
+    } else {
+      codelets::submit_add(tag, "bwd_data", contributions, *dx, t);
+    }
   }
 }
 

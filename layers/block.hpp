@@ -75,13 +75,29 @@ class Block : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
 
+  // Fused passes (models/fusion.hpp). fuse_relu(): an Add block applies the ReLU after the sum itself (in the add
+  // task, or in its fused BatchNorm's task). fuse_merge(): an Add block of two paths, one of them ending in a
+  // BatchNorm2d, lets that BatchNorm write the block's output, y = bn(x) + other path (+ ReLU): the BatchNorm's
+  // output and the separate Add pass are gone. Backward, with the ReLU and an identity other path, the BatchNorm
+  // masks the gradient itself and the block's input gradient takes the masked identity share in the task that adds
+  // the paths; with a projection the masked gradient is formed once (both paths read it). Both return 1 when the
+  // block fuses. Results are bitwise those of the separate passes.
+  int fuse_relu() override;
+  int fuse_merge();
+  // The path whose last BatchNorm2d writes the block's output (fuse_merge), or -1.
+  [[nodiscard]] int fused_path() const { return fused_path_; }
+
  private:
   // The output of layer i of path p for this input (the path's own scratch tensors).
   Tensor& activation(const Tensor& x, std::size_t p, std::size_t i);
+  // Past the layers that layer i of path p absorbed (Layer::fuse_relu): its group's output is activation(end - 1).
+  [[nodiscard]] std::size_t group_end(std::size_t p, std::size_t i) const;
   static Shape batched(std::int64_t n, const Shape& sample);
 
   Merge merge_;
   std::vector<Path> paths_;
+  int relu_ = 0;         // the ReLU after the sum is applied here
+  int fused_path_ = -1;  // fuse_merge: the path whose last BatchNorm2d writes y
 };
 
 }  // namespace dtnn

@@ -155,6 +155,12 @@ void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector
   }
 }
 
+int Conv2d::fuse_relu() {
+  if (options_.relu_) return 0;
+  options_.relu_ = 1;
+  return 1;
+}
+
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   const codelets::ConvAlgorithm algorithm = resolve(x);

@@ -63,6 +63,8 @@ class Conv2d : public Layer {
   // Inference folding of a following per-channel affine map (BatchNorm): w[k] *= scale[k], b[k] = b[k] * scale[k]
   // + shift[k] (a bias is created when the layer had none). Waits for the tasks that use the weights.
   void fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift);
+  // Fused passes (models/fusion.hpp): the following ReLU in the forward task's epilogue (options().relu_).
+  int fuse_relu() override;
   [[nodiscard]] Parameter& weight() { return *weight_; }
   [[nodiscard]] Parameter* bias() { return bias_; }
 

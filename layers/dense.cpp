@@ -6,12 +6,16 @@
 #include <fmt/format.h>
 
 #include "codelets/dense.hpp"
+#include "codelets/relu.hpp"
 #include "layers/init.hpp"
 #include "core/errors.hpp"
 
 namespace dtnn {
 
 Dense::Dense(DenseOptions options) : options_(options) {
+  if (options_.relu_ != 0 && options_.relu_ != 1) {
+    throw InvalidArgument(fmt::format("Dense: relu={}, expected 0 or 1", options_.relu_));
+  }
   if (options_.in_ < 1 || options_.out_ < 1) {
     throw InvalidArgument(fmt::format("Dense: in_features={} out_features={}, expected both >= 1", options_.in_,
                                       options_.out_));
@@ -19,7 +23,14 @@ Dense::Dense(DenseOptions options) : options_(options) {
 }
 
 std::string Dense::describe() const {
-  return fmt::format("{} -> {}{}", options_.in_, options_.out_, options_.bias_ ? "" : ", no bias");
+  return fmt::format("{} -> {}{}{}", options_.in_, options_.out_, options_.bias_ ? "" : ", no bias",
+                     options_.relu_ ? ", +ReLU" : "");
+}
+
+int Dense::fuse_relu() {
+  if (options_.relu_) return 0;
+  options_.relu_ = 1;
+  return 1;
 }
 
 Shape Dense::build(const Shape& in) {
@@ -41,20 +52,27 @@ void Dense::reset_parameters(Rng& rng) {
 void Dense::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_dense_fwd(tag, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t);
+    codelets::submit_dense_fwd(tag, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t, options_.relu_);
   }
 }
 
 void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   const codelets::TaskTag data_tag{name(), ctx.priority + 1};
   const codelets::TaskTag weights_tag{name(), ctx.priority};
+  const Tensor* g = &dy;
+  if (options_.relu_) {
+    // The fused ReLU's backward: the gradient of the product is dy where y > 0.
+    Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles());
+    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(data_tag, y, dy, masked, t);
+    g = &masked;
+  }
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_dense_bwd_data(data_tag, dy, weight_->value, *dx, t);
+      codelets::submit_dense_bwd_data(data_tag, *g, weight_->value, *dx, t);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_dense_bwd_weights(weights_tag, x, dy, weight_->tile_grads, bias_ ? &bias_->tile_grads : nullptr,
+    codelets::submit_dense_bwd_weights(weights_tag, x, *g, weight_->tile_grads, bias_ ? &bias_->tile_grads : nullptr,
                                        t);
   }
   submit_gradient_sums(dy.tiles(), ctx);

@@ -10,10 +10,13 @@ struct DenseOptions {
   DenseOptions(std::int64_t in_features, std::int64_t out_features) : in_(in_features), out_(out_features) {}
   DenseOptions& bias(int with_bias) { bias_ = with_bias; return *this; }
   DenseOptions& init(init::Init i) { init_ = i; return *this; }
+  // 1: ReLU applied to the output in the same task; backward masks the gradient.
+  DenseOptions& relu(int fused) { relu_ = fused; return *this; }
 
   std::int64_t in_;
   std::int64_t out_;
   int bias_ = 1;
+  int relu_ = 0;
   init::Init init_ = init::Init::kPyTorchDefault;
 };
 
@@ -29,6 +32,8 @@ class Dense : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const DenseOptions& options() const { return options_; }
+  // Fused passes (models/fusion.hpp): the following ReLU in the forward task (options().relu_).
+  int fuse_relu() override;
 
  private:
   DenseOptions options_;

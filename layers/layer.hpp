@@ -88,6 +88,15 @@ class Layer {
   // (Re)allocates the per-tile partial gradients for up to `tiles` tiles (children included).
   virtual void prepare_tiles(int tiles);
 
+  // Fused passes (models/fusion.hpp, decided once the model is built). fuse_relu(): the layer applies the ReLU that
+  // follows it in its container inside its own tasks from now on (returns 1), or declines (0). The container then
+  // marks that ReLU absorbed: it hands the fusing layer the ReLU's output and output gradient, skips the ReLU's
+  // passes, and never allocates the tensors between the two (the fusing layer's own output and its gradient).
+  virtual int fuse_relu() { return 0; }
+  // 1 once the layer before this one in its container fused it (see fuse_relu): its passes are that layer's.
+  [[nodiscard]] int absorbed() const { return absorbed_; }
+  void mark_absorbed() { absorbed_ = 1; }
+
  protected:
   Parameter& add_parameter(std::string name, Shape shape);
   Buffer& add_buffer(std::string name, Shape shape);
@@ -102,6 +111,7 @@ class Layer {
 
  private:
   std::string name_;
+  int absorbed_ = 0;
   Shape input_shape_;
   Shape output_shape_;
   std::vector<std::unique_ptr<Parameter>> params_;

@@ -6,6 +6,8 @@
 
 namespace dtnn {
 
+std::string ReLU::describe() const { return absorbed() ? "fused into the layer before" : ""; }
+
 void ReLU::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_relu_fwd({name(), ctx.priority}, x, y, t);

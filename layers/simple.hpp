@@ -9,6 +9,7 @@ namespace dtnn {
 class ReLU : public Layer {
  public:
   [[nodiscard]] std::string type() const override { return "ReLU"; }
+  [[nodiscard]] std::string describe() const override;
   Shape build(const Shape& sample_input) override { return record_shapes(sample_input, sample_input); }
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;

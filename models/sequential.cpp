@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "models/fusion.hpp"
 
 namespace dtnn {
 
@@ -25,6 +26,17 @@ Sequential& Sequential::add(std::string name, std::unique_ptr<Layer> layer) {
   return *this;
 }
 
+Sequential& Sequential::fusion(int enabled) {
+  if (built_) {
+    throw InvalidArgument("Sequential: fusion() after build(), expected the choice before build()");
+  }
+  if (enabled != 0 && enabled != 1) {
+    throw InvalidArgument(fmt::format("Sequential: fusion({}), expected 0 or 1", enabled));
+  }
+  fusion_ = enabled;
+  return *this;
+}
+
 void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
   if (built_) {
     throw InvalidArgument("Sequential: build() called twice");
@@ -40,6 +52,15 @@ void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
     layer->reset_parameters(rng);
   }
   built_ = 1;
+  if (fusion_) {
+    fuse_passes(*this);
+  }
+}
+
+std::size_t Sequential::group_end(std::size_t i) const {
+  std::size_t j = i + 1;
+  while (j < layers_.size() && layers_[j]->absorbed()) ++j;
+  return j;
 }
 
 const Shape& Sequential::output_shape() const {
@@ -138,16 +159,26 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
     s.insert(s.begin(), batch);
     return s;
   };
+  // Layer i's output is acts[i + 1]; none when the next layer was fused into layer i.
+  auto materialised = [this](std::size_t i) { return i + 1 == layers_.size() || !layers_[i + 1]->absorbed(); };
   acts.clear();
   acts.emplace_back(batch_shape(input_shape_), tiles);
-  for (const auto& layer : layers_) {
-    acts.emplace_back(batch_shape(layer->output_shape()), tiles);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (materialised(i)) {
+      acts.emplace_back(batch_shape(layers_[i]->output_shape()), tiles);
+    } else {
+      acts.emplace_back();
+    }
   }
   if (grads != nullptr) {
     grads->clear();
     grads->emplace_back();  // the input's gradient is never needed
-    for (const auto& layer : layers_) {
-      grads->emplace_back(batch_shape(layer->output_shape()), tiles);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      if (materialised(i)) {
+        grads->emplace_back(batch_shape(layers_[i]->output_shape()), tiles);
+      } else {
+        grads->emplace_back();
+      }
     }
     for (auto& layer : layers_) {
       layer->prepare_tiles(tiles);
@@ -157,7 +188,8 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
 
 void Sequential::forward(std::vector<Tensor>& acts, const PassContext& ctx) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->forward(acts[i], acts[i + 1], ctx);
+    if (layers_[i]->absorbed()) continue;
+    layers_[i]->forward(acts[i], acts[group_end(i)], ctx);
   }
 }
 
@@ -166,7 +198,11 @@ void Sequential::backward(std::vector<Tensor>& acts, std::vector<Tensor>& grads,
   for (std::size_t i = layers_.size(); i-- > 0;) {
     PassContext layer_ctx = ctx;
     layer_ctx.priority += ctx.layer_priority_stride * static_cast<int>(i);
-    layers_[i]->backward(acts[i], acts[i + 1], grads[i + 1], i > 0 ? &grads[i] : nullptr, layer_ctx);
+    // An absorbed layer's backward pass is the one of the layer that fused it, which comes next.
+    if (!layers_[i]->absorbed()) {
+      const std::size_t end = group_end(i);
+      layers_[i]->backward(acts[i], acts[end], grads[end], i > 0 ? &grads[i] : nullptr, layer_ctx);
+    }
     if (on_layer_done) {
       on_layer_done(*layers_[i]);
     }

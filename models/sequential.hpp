@@ -32,7 +32,13 @@ class Sequential {
     return add(std::move(name), std::make_unique<L>(std::forward<Args>(args)...));
   }
 
-  // Infers every shape from the per-sample input shape, creates the parameters and initialises them from seed.
+  // 1 (default): build() fuses the passes that models/fusion.hpp fuses (a ReLU into the layer before it, a residual
+  // block's BatchNorm, Add and ReLU into one pass); 0: every layer runs its own tasks (the unfused reference).
+  // Fusion changes no result bit and no name.
+  Sequential& fusion(int enabled);
+  [[nodiscard]] int fusion() const { return fusion_; }
+  // Infers every shape from the per-sample input shape, creates the parameters, initialises them from seed, then
+  // fuses passes (fusion()).
   void build(const Shape& sample_input, std::uint64_t seed);
   [[nodiscard]] bool built() const { return built_; }
   [[nodiscard]] const Shape& input_shape() const { return input_shape_; }
@@ -48,7 +54,9 @@ class Sequential {
   // Keras-style table: layer, type, options, output shape, parameters; totals.
   [[nodiscard]] std::string summary() const;
 
-  // acts[0] is the input batch, acts[i + 1] the output of layer i; grads[i] the gradient of acts[i].
+  // acts[0] is the input batch, acts[i + 1] the output of layer i; grads[i] the gradient of acts[i]. The output of
+  // a layer whose ReLU is fused into it (the next layer is absorbed()) and its gradient are not allocated: the
+  // layer writes the ReLU's output (and reads the ReLU's output gradient) directly.
   void forward(std::vector<Tensor>& acts, const PassContext& ctx);
   // on_layer_done(i) runs after layer i's backward tasks are submitted (the optimizer submits its updates there).
   void backward(std::vector<Tensor>& acts, std::vector<Tensor>& grads, const PassContext& ctx,
@@ -57,9 +65,13 @@ class Sequential {
   void allocate(std::int64_t batch, int tiles, std::vector<Tensor>& acts, std::vector<Tensor>* grads);
 
  private:
+  // acts[group_end(i)] is the output of layer i with the layers it absorbed.
+  [[nodiscard]] std::size_t group_end(std::size_t i) const;
+
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
   int built_ = 0;
+  int fusion_ = 1;
 };
 
 }  // namespace dtnn

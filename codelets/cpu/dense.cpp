@@ -19,6 +19,13 @@ void sgemm(dim_t m, dim_t n, dim_t k, const float* a, inc_t rsa, inc_t csa, cons
 
 }  // namespace
 
+void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, int relu, float* y) {
+  dense_fwd(n, in, out, x, w, b, y);
+  if (relu != 0 && n > 0 && out > 0) {
+    relu_fwd(static_cast<std::size_t>(n) * static_cast<std::size_t>(out), y, y);
+  }
+}
+
 void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, float* y) {
   if (n <= 0 || out <= 0) {
     return;

@@ -77,4 +77,11 @@ void relu_bwd_data(std::size_t count, const float* y, const float* dy, float* dx
   }
 }
 
+void relu_bwd_data_add(std::size_t count, const float* y, const float* dy, const float* other, float* dx) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const float g = dy[i];
+    dx[i] = other[i] + (y[i] > 0.0f ? g : 0.0f);
+  }
+}
+
 }  // namespace dtnn::kernels::cpu

@@ -15,6 +15,8 @@ namespace dtnn::kernels::cpu {
 
 // ---- Dense: y[n, out] = x[n, in] * w[out, in]^T + b[out]  (weights laid out as PyTorch's Linear) ----
 void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, float* y);
+// The same, then ReLU ("v < 0 ? 0 : v") on y in the same call when relu != 0 (a ReLU fused into the layer).
+void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, int relu, float* y);
 // dx[n, in] = dy[n, out] * w[out, in]
 void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, float* dx);
 // dw[out, in] = dy^T * x ; db[out] = sum over n of dy (db may be null)
@@ -29,6 +31,10 @@ void bias_bwd_weights(int n, int channels, std::size_t plane, const float* dy, f
 void relu_fwd(std::size_t count, const float* x, float* y);
 // dx = dy where y > 0, else 0 (y is the forward output)
 void relu_bwd_data(std::size_t count, const float* y, const float* dy, float* dx);
+// dx = other + (y > 0 ? dy : 0): the backward pass of a ReLU fused after a residual Add, added to the gradient of the
+// block's other path (the identity shortcut's share of the block's input gradient). Bitwise relu_bwd_data followed
+// by sum_fixed_order of {other, that}.
+void relu_bwd_data_add(std::size_t count, const float* y, const float* dy, const float* other, float* dx);
 
 
 // ---- Convolution (geometry: core/shapes.hpp) ----
@@ -74,5 +80,7 @@ void concat_bwd_data(int n, int nparts, const float* dy, const std::int64_t* par
 void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst);
 // Same, accumulating into dst in the fixed order: dst = ((dst + src[0]) + src[1]) + ...
 void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst);
+// sum_fixed_order, then ReLU ("v < 0 ? 0 : v") on each total in the same pass: a residual Add with its ReLU fused.
+void sum_fixed_order_relu(std::size_t count, int nsrc, const float* const* src, float* dst);
 
 }  // namespace dtnn::kernels::cpu

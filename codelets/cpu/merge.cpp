@@ -40,6 +40,22 @@ void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float
   }
 }
 
+void sum_fixed_order_relu(std::size_t count, int nsrc, const float* const* src, float* dst) {
+  if (nsrc <= 0) {
+    std::fill_n(dst, count, 0.0f);
+    return;
+  }
+  alignas(64) float acc[kBlock];
+  for (std::size_t begin = 0; begin < count; begin += kBlock) {
+    const std::size_t len = std::min(kBlock, count - begin);
+    std::copy_n(src[0] + begin, len, acc);
+    add_sources(len, begin, nsrc - 1, src + 1, acc);
+    for (std::size_t i = 0; i < len; ++i) {
+      dst[begin + i] = acc[i] < 0.0f ? 0.0f : acc[i];
+    }
+  }
+}
+
 void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst) {
   if (nsrc <= 0) {
     return;

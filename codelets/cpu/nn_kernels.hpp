@@ -46,6 +46,12 @@ void batch_norm_finish_var(int c, const BatchNormUpdate& u, const double* sqdev,
 // y = (x - mean) * (invstd * gamma) + beta per channel; gamma and beta may be null (no affine transform).
 void batch_norm_fwd(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
                     const float* gamma, const float* beta, float* y);
+// Fused epilogues (models/fusion.hpp): v = (x - mean) * (invstd * gamma) + beta as above, then v + residual[e]
+// when residual is not null (a residual block's other path), then ReLU ("v < 0 ? 0 : v") when relu != 0. Every
+// step is rounded as the separate passes round it (BatchNorm, then the Add, then the ReLU), so the fused pass
+// writes their bits.
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, const float* residual, int relu, float* y);
 // Inference as one multiply-add per element: scale = gamma / sqrt(var + eps), shift = beta - mean * scale
 // (computed in double, rounded once). The same values fold a BatchNorm into the preceding convolution.
 void batch_norm_scale_shift(int c, double eps, const float* mean, const float* var, const float* gamma,
@@ -53,6 +59,10 @@ void batch_norm_scale_shift(int c, double eps, const float* mean, const float* v
 // y = x * scale + shift with scale and shift from batch_norm_scale_shift of the running statistics.
 void batch_norm_infer_fwd(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
                           const float* var, const float* gamma, const float* beta, float* y);
+// The same with the epilogue of batch_norm_fwd_fused.
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta, const float* residual,
+                                int relu, float* y);
 // invstd = 1 / sqrt(var + eps): the running statistics in the layout of the batch statistics, for the backward
 // pass of a BatchNorm in evaluation mode (frozen statistics).
 void batch_norm_invstd(int c, double eps, const float* var, float* invstd);
@@ -60,6 +70,11 @@ void batch_norm_invstd(int c, double eps, const float* var, float* invstd);
 // partials[i * 2c + c + ch] = sum over the plane of dy * xhat with xhat = (x - mean) * invstd.
 void batch_norm_bwd_sums(int n, int c, std::size_t plane, const float* x, const float* dy, const float* mean,
                          const float* invstd, float* partials);
+// Backward of a BatchNorm whose output went through a fused ReLU: dy is the gradient of the ReLU's output
+// relu_y, and the BatchNorm's own output gradient is dy where relu_y > 0, else 0 (kernels::cpu::relu_bwd_data),
+// formed element by element inside the pass. relu_y null: dy as it is. Bitwise the unfused passes' results.
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, float* partials);
 // From the sample-order sums (sums[0, c) of dy, sums[c, 2c) of dy * xhat): mean_dy and mean_dy_xhat (over count)
 // for the data gradient, and dbeta = sum dy, dgamma = sum dy * xhat (either may be null).
 void batch_norm_finish_bwd(int c, double count, const double* sums, float* mean_dy, float* mean_dy_xhat,
@@ -69,6 +84,11 @@ void batch_norm_finish_bwd(int c, double count, const double* sums, float* mean_
 void batch_norm_bwd_data(int n, int c, std::size_t plane, const float* x, const float* dy, const float* mean,
                          const float* invstd, const float* gamma, const float* mean_dy, const float* mean_dy_xhat,
                          float* dx);
+
+// The data gradient with the ReLU mask of batch_norm_bwd_sums_masked (relu_y null: dy as it is).
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                                const float* mean_dy_xhat, float* dx);
 
 // ---- Dropout ----
 // The keep decision of element e of batch row `row` at step `step` is a pure function of (seed, step, row, e):

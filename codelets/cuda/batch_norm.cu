@@ -39,22 +39,26 @@ __global__ void sqdev_sums_kernel(size_t planes, int c, size_t plane, const floa
   });
 }
 
+// relu_y not null: the gradient is dy masked by relu_y > 0 (kernels::cpu::batch_norm_bwd_sums_masked).
 __global__ void bwd_sums_kernel(size_t planes, int c, size_t plane, const float* __restrict__ x,
-                                const float* __restrict__ dy, const float* __restrict__ mean,
-                                const float* __restrict__ invstd, float* __restrict__ partials) {
+                                const float* __restrict__ relu_y, const float* __restrict__ dy,
+                                const float* __restrict__ mean, const float* __restrict__ invstd,
+                                float* __restrict__ partials) {
   detail::for_each_group(planes, [&](size_t g, bool active) {
     const size_t cs = static_cast<size_t>(c);
     const size_t ch = g % cs;
     const float* xp = x + g * plane;
     const float* gp = dy + g * plane;
+    const float* yp = relu_y != nullptr ? relu_y + g * plane : nullptr;
     const float m = active ? mean[ch] : 0.0f;
     const float is = active ? invstd[ch] : 0.0f;
     double s[2];
     // xhat in float exactly as the forward pass forms it (see the CPU kernel).
     detail::group_plane_sums<2>(
         plane, active,
-        [xp, gp, m, is](size_t j, double(&t)[2]) {
-          const double d = static_cast<double>(gp[j]);
+        [xp, gp, yp, m, is](size_t j, double(&t)[2]) {
+          const float gj = yp == nullptr || yp[j] > 0.0f ? gp[j] : 0.0f;
+          const double d = static_cast<double>(gj);
           t[0] = d;
           t[1] = __dmul_rn(d, static_cast<double>(__fmul_rn(__fsub_rn(xp[j], m), is)));
         },
@@ -147,14 +151,22 @@ __device__ inline int channel_of(size_t e, size_t plane, int c) {
   return static_cast<int>((e / plane) % static_cast<size_t>(c));
 }
 
+// The epilogue of kernels::cpu::batch_norm_fwd_fused: + residual (nullable), then ReLU when relu != 0.
+__device__ inline float epilogue(float v, const float* __restrict__ residual, int relu, size_t e) {
+  if (residual != nullptr) v = __fadd_rn(v, residual[e]);
+  if (relu != 0) v = v < 0.0f ? 0.0f : v;
+  return v;
+}
+
 __global__ void fwd_kernel(size_t count, size_t plane, int c, const float* __restrict__ x,
                            const float* __restrict__ mean, const float* __restrict__ invstd,
-                           const float* __restrict__ gamma, const float* __restrict__ beta, float* __restrict__ y) {
+                           const float* __restrict__ gamma, const float* __restrict__ beta,
+                           const float* __restrict__ residual, int relu, float* __restrict__ y) {
   DTNN_GRID_STRIDE(e, count) {
     const int ch = channel_of(e, plane, c);
     const float s = gamma != nullptr ? __fmul_rn(invstd[ch], gamma[ch]) : invstd[ch];
     const float b = beta != nullptr ? beta[ch] : 0.0f;
-    y[e] = __fadd_rn(__fmul_rn(__fsub_rn(x[e], mean[ch]), s), b);
+    y[e] = epilogue(__fadd_rn(__fmul_rn(__fsub_rn(x[e], mean[ch]), s), b), residual, relu, e);
   }
 }
 
@@ -173,10 +185,11 @@ __global__ void scale_shift_kernel(int c, double eps, const float* __restrict__ 
 }
 
 __global__ void infer_fwd_kernel(size_t count, size_t plane, int c, const float* __restrict__ x,
-                                 const float* __restrict__ scale_shift, float* __restrict__ y) {
+                                 const float* __restrict__ scale_shift, const float* __restrict__ residual, int relu,
+                                 float* __restrict__ y) {
   DTNN_GRID_STRIDE(e, count) {
     const int ch = channel_of(e, plane, c);
-    y[e] = __fadd_rn(__fmul_rn(x[e], scale_shift[ch]), scale_shift[c + ch]);
+    y[e] = epilogue(__fadd_rn(__fmul_rn(x[e], scale_shift[ch]), scale_shift[c + ch]), residual, relu, e);
   }
 }
 
@@ -190,7 +203,8 @@ __global__ void frozen_stats_kernel(int c, double eps, const float* __restrict__
 }
 
 __global__ void bwd_data_kernel(size_t count, size_t plane, int c, const float* __restrict__ x,
-                                const float* __restrict__ dy, const float* __restrict__ mean,
+                                const float* __restrict__ relu_y, const float* __restrict__ dy,
+                                const float* __restrict__ mean,
                                 const float* __restrict__ invstd, const float* __restrict__ gamma,
                                 const float* __restrict__ mean_dy, const float* __restrict__ mean_dy_xhat,
                                 float* __restrict__ dx) {
@@ -198,11 +212,12 @@ __global__ void bwd_data_kernel(size_t count, size_t plane, int c, const float* 
     const int ch = channel_of(e, plane, c);
     const float is = invstd[ch];
     const float k = gamma != nullptr ? __fmul_rn(gamma[ch], is) : is;
+    const float g = relu_y == nullptr || relu_y[e] > 0.0f ? dy[e] : 0.0f;
     if (mean_dy == nullptr) {
-      dx[e] = __fmul_rn(k, dy[e]);
+      dx[e] = __fmul_rn(k, g);
     } else {
       const float xhat = __fmul_rn(__fsub_rn(x[e], mean[ch]), is);
-      dx[e] = __fmul_rn(k, __fsub_rn(__fsub_rn(dy[e], mean_dy[ch]), __fmul_rn(xhat, mean_dy_xhat[ch])));
+      dx[e] = __fmul_rn(k, __fsub_rn(__fsub_rn(g, mean_dy[ch]), __fmul_rn(xhat, mean_dy_xhat[ch])));
     }
   }
 }
@@ -234,19 +249,32 @@ void batch_norm_reduce(const BatchNormReduce& r, cudaStream_t stream) {
 
 void batch_norm_fwd(int n, int c, size_t plane, const float* x, const float* mean, const float* invstd,
                     const float* gamma, const float* beta, float* y, cudaStream_t stream) {
+  batch_norm_fwd_fused(n, c, plane, x, mean, invstd, gamma, beta, nullptr, 0, y, stream);
+}
+
+void batch_norm_fwd_fused(int n, int c, size_t plane, const float* x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, const float* residual, int relu, float* y,
+                          cudaStream_t stream) {
   const size_t count = planes_of(n, c) * plane;
   if (count == 0) return;
-  fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, c, x, mean, invstd, gamma, beta, y);
+  fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, c, x, mean, invstd, gamma, beta, residual,
+                                                         relu, y);
 }
 
 void batch_norm_infer_fwd(int n, int c, size_t plane, double eps, const float* x, const float* mean,
                           const float* var, const float* gamma, const float* beta, float* scale_shift, float* y,
                           cudaStream_t stream) {
+  batch_norm_infer_fwd_fused(n, c, plane, eps, x, mean, var, gamma, beta, nullptr, 0, scale_shift, y, stream);
+}
+
+void batch_norm_infer_fwd_fused(int n, int c, size_t plane, double eps, const float* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta, const float* residual,
+                                int relu, float* scale_shift, float* y, cudaStream_t stream) {
   const size_t count = planes_of(n, c) * plane;
   if (count == 0) return;
   scale_shift_kernel<<<blocks_for(static_cast<size_t>(c)), kThreads, 0, stream>>>(c, eps, mean, var, gamma, beta,
                                                                                   scale_shift);
-  infer_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, c, x, scale_shift, y);
+  infer_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, c, x, scale_shift, residual, relu, y);
 }
 
 void batch_norm_frozen_stats(int c, double eps, const float* mean, const float* var, float* stats,
@@ -257,19 +285,30 @@ void batch_norm_frozen_stats(int c, double eps, const float* mean, const float* 
 
 void batch_norm_bwd_sums(int n, int c, size_t plane, const float* x, const float* dy, const float* mean,
                          const float* invstd, float* partials, cudaStream_t stream) {
+  batch_norm_bwd_sums_masked(n, c, plane, x, nullptr, dy, mean, invstd, partials, stream);
+}
+
+void batch_norm_bwd_sums_masked(int n, int c, size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, float* partials, cudaStream_t stream) {
   const size_t planes = planes_of(n, c);
   if (planes == 0) return;
-  bwd_sums_kernel<<<blocks_for(detail::group_threads(planes)), kThreads, 0, stream>>>(planes, c, plane, x, dy, mean,
-                                                                                      invstd, partials);
+  bwd_sums_kernel<<<blocks_for(detail::group_threads(planes)), kThreads, 0, stream>>>(planes, c, plane, x, relu_y, dy,
+                                                                                      mean, invstd, partials);
 }
 
 void batch_norm_bwd_data(int n, int c, size_t plane, const float* x, const float* dy, const float* mean,
                          const float* invstd, const float* gamma, const float* mean_dy, const float* mean_dy_xhat,
                          float* dx, cudaStream_t stream) {
+  batch_norm_bwd_data_masked(n, c, plane, x, nullptr, dy, mean, invstd, gamma, mean_dy, mean_dy_xhat, dx, stream);
+}
+
+void batch_norm_bwd_data_masked(int n, int c, size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                                const float* mean_dy_xhat, float* dx, cudaStream_t stream) {
   const size_t count = planes_of(n, c) * plane;
   if (count == 0) return;
-  bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, c, x, dy, mean, invstd, gamma, mean_dy,
-                                                              mean_dy_xhat, dx);
+  bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, plane, c, x, relu_y, dy, mean, invstd, gamma,
+                                                              mean_dy, mean_dy_xhat, dx);
 }
 
 }  // namespace dtnn::kernels::cuda

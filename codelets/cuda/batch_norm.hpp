@@ -48,20 +48,35 @@ void batch_norm_reduce(const BatchNormReduce& r, cudaStream_t stream);
 // y = (x - mean) * (invstd * gamma) + beta; gamma and beta may be null.
 void batch_norm_fwd(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
                     const float* gamma, const float* beta, float* y, cudaStream_t stream);
+// The fused epilogues of kernels::cpu::batch_norm_fwd_fused: + residual (nullable), then ReLU when relu != 0.
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, const float* residual, int relu, float* y,
+                          cudaStream_t stream);
 // y = x * scale + shift from the running statistics (kernels::cpu::batch_norm_scale_shift); scale_shift is device
 // scratch of 2 * c floats.
 void batch_norm_infer_fwd(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
                           const float* var, const float* gamma, const float* beta, float* scale_shift, float* y,
                           cudaStream_t stream);
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta, const float* residual,
+                                int relu, float* scale_shift, float* y, cudaStream_t stream);
 // stats[0, c) = mean, stats[c, 2c) = 1 / sqrt(var + eps)
 void batch_norm_frozen_stats(int c, double eps, const float* mean, const float* var, float* stats,
                              cudaStream_t stream);
 // partials[i * 2c + ch] = sum of dy, partials[i * 2c + c + ch] = sum of dy * xhat over the plane
 void batch_norm_bwd_sums(int n, int c, std::size_t plane, const float* x, const float* dy, const float* mean,
                          const float* invstd, float* partials, cudaStream_t stream);
+// The same with dy masked by relu_y > 0 (relu_y null: unmasked), as kernels::cpu::batch_norm_bwd_sums_masked.
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, float* partials, cudaStream_t stream);
 // dx = gamma * invstd * (dy - mean_dy - xhat * mean_dy_xhat); mean_dy and mean_dy_xhat null: dx = gamma * invstd * dy.
 void batch_norm_bwd_data(int n, int c, std::size_t plane, const float* x, const float* dy, const float* mean,
                          const float* invstd, const float* gamma, const float* mean_dy, const float* mean_dy_xhat,
                          float* dx, cudaStream_t stream);
+
+// The same with dy masked by relu_y > 0 (relu_y null: unmasked), as kernels::cpu::batch_norm_bwd_data_masked.
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                                const float* mean_dy_xhat, float* dx, cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda

@@ -12,9 +12,9 @@
 
 namespace dtnn::kernels::cuda {
 
-// y[n, out] = x[n, in] * w[out, in]^T + b[out] (b nullable).
-void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, float* y, cublasHandle_t cublas,
-               cudaStream_t stream);
+// y[n, out] = x[n, in] * w[out, in]^T + b[out] (b nullable), then ReLU when relu != 0.
+void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, int relu, float* y,
+               cublasHandle_t cublas, cudaStream_t stream);
 // dx[n, in] = dy[n, out] * w[out, in]
 void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, float* dx, cublasHandle_t cublas,
                     cudaStream_t stream);

@@ -16,6 +16,11 @@ __global__ void relu_bwd_data_kernel(std::size_t count, const float* __restrict_
   DTNN_GRID_STRIDE(i, count) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
 }
 
+__global__ void relu_bwd_data_add_kernel(std::size_t count, const float* __restrict__ y, const float* __restrict__ dy,
+                                         const float* __restrict__ other, float* __restrict__ dx) {
+  DTNN_GRID_STRIDE(i, count) { dx[i] = other[i] + (y[i] > 0.0f ? dy[i] : 0.0f); }
+}
+
 __global__ void bias_add_fwd_kernel(std::size_t count, std::size_t plane, int channels, const float* __restrict__ b,
                                     int relu, float* __restrict__ y) {
   DTNN_GRID_STRIDE(i, count) {
@@ -67,6 +72,12 @@ void relu_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream) 
 void relu_bwd_data(std::size_t count, const float* y, const float* dy, float* dx, cudaStream_t stream) {
   if (count == 0) return;
   relu_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, y, dy, dx);
+}
+
+void relu_bwd_data_add(std::size_t count, const float* y, const float* dy, const float* other, float* dx,
+                       cudaStream_t stream) {
+  if (count == 0) return;
+  relu_bwd_data_add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, y, dy, other, dx);
 }
 
 void bias_add_fwd(int n, int channels, std::size_t plane, const float* b, int relu, float* y, cudaStream_t stream) {

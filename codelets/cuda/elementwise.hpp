@@ -12,6 +12,9 @@ namespace dtnn::kernels::cuda {
 
 void relu_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream);
 void relu_bwd_data(std::size_t count, const float* y, const float* dy, float* dx, cudaStream_t stream);
+// dx = other + (y > 0 ? dy : 0), as kernels::cpu::relu_bwd_data_add.
+void relu_bwd_data_add(std::size_t count, const float* y, const float* dy, const float* other, float* dx,
+                       cudaStream_t stream);
 
 // y[i, c, p] += b[c] over an [n, channels, plane] tensor (b nullable: nothing added), then ReLU when relu != 0
 // ("x < 0 ? 0 : x", which lets a NaN through, as kernels::cpu::relu_fwd does).

@@ -26,6 +26,15 @@ __global__ void sum_fixed_order_kernel(size_t count, Sources src, float* dst) {
   }
 }
 
+// sum_fixed_order_kernel with the ReLU of kernels::cpu::sum_fixed_order_relu on each total.
+__global__ void sum_fixed_order_relu_kernel(size_t count, Sources src, float* dst) {
+  DTNN_GRID_STRIDE(i, count) {
+    float acc = src.ptr[0][i];
+    for (int s = 1; s < src.count; ++s) acc += src.ptr[s][i];
+    dst[i] = acc < 0.0f ? 0.0f : acc;
+  }
+}
+
 __global__ void accumulate_fixed_order_kernel(size_t count, Sources src, float* dst) {
   DTNN_GRID_STRIDE(i, count) {
     float acc = dst[i];
@@ -118,6 +127,16 @@ void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float
   }
   sum_fixed_order_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, sources("sum_fixed_order", nsrc, src),
                                                                      dst);
+}
+
+void sum_fixed_order_relu(std::size_t count, int nsrc, const float* const* src, float* dst, cudaStream_t stream) {
+  if (count == 0) return;
+  if (nsrc <= 0) {
+    fill_zero_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, dst);
+    return;
+  }
+  sum_fixed_order_relu_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+      count, sources("sum_fixed_order_relu", nsrc, src), dst);
 }
 
 void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst, cudaStream_t stream) {

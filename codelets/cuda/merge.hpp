@@ -20,6 +20,9 @@ void sum_fixed_order(std::size_t count, int nsrc, const float* const* src, float
 // dst = ((dst + src[0]) + src[1]) + ...
 void accumulate_fixed_order(std::size_t count, int nsrc, const float* const* src, float* dst, cudaStream_t stream);
 
+// sum_fixed_order, then ReLU ("v < 0 ? 0 : v") on each total (a residual Add with its ReLU fused).
+void sum_fixed_order_relu(std::size_t count, int nsrc, const float* const* src, float* dst, cudaStream_t stream);
+
 // y[i] = concat over parts p of parts[p][i] for each of n samples; part p has part_elems[p] values per sample.
 // nparts <= kMaxMergeSources.
 void concat_fwd(int n, int nparts, const float* const* parts, const std::int64_t* part_elems, float* y,

@@ -174,6 +174,7 @@ struct DenseCase {
   int in;
   int out;
   int bias;
+  int relu = 0;  // a ReLU fused into the forward task
 };
 
 void PrintTo(const DenseCase& c, std::ostream* os) { *os << c.name; }
@@ -185,6 +186,8 @@ const DenseCase kDenseCases[] = {
     {"OneRowPerTile", 3, 3, 8, 6, 1},
     {"Wide", 64, 4, 300, 257, 1},
     {"ClassifierHead", 50, 2, 512, 10, 1},
+    {"FusedRelu", 37, 3, 29, 13, 1, 1},
+    {"FusedReluNoBias", 10, 2, 17, 5, 0, 1},
 };
 
 class CudaDenseTest : public ::testing::TestWithParam<DenseCase> {};
@@ -212,7 +215,7 @@ TEST_P(CudaDenseTest, AllPassesMatchCpu) {
   compare_cpu_cuda_scaled(
       [&] {
         for (int t = 0; t < tiles; ++t) {
-          codelets::submit_dense_fwd(tag, x, weights, dc.bias ? &bias : nullptr, y, t);
+          codelets::submit_dense_fwd(tag, x, weights, dc.bias ? &bias : nullptr, y, t, dc.relu);
           codelets::submit_dense_bwd_data(tag, dy, weights, dx, t);
           codelets::submit_dense_bwd_weights(tag, x, dy, dw_tiles, dc.bias ? &db_tiles : nullptr, t);
         }

@@ -293,6 +293,28 @@ TEST(CudaMergeTest, AddMatchesCpuBitwise) {
   }
 }
 
+// The residual Add with its ReLU fused (add_relu): one task of up to kMaxMergeParts inputs.
+TEST(CudaMergeTest, AddWithReluMatchesCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  for (const int count : {1, 2, codelets::kMaxMergeParts}) {
+    for (const Shape& shape : {Shape{37, 3, 5, 7}, Shape{1, testing_cuda::kPastOneGrid}}) {
+      SCOPED_TRACE(testing::Message() << count << " inputs of " << to_string(shape));
+      const int tiles = shape[0] > 1 ? 3 : 1;
+      std::vector<Tensor> inputs;
+      std::vector<const Tensor*> ptrs;
+      for (int i = 0; i < count; ++i) {
+        inputs.push_back(tensor_of(shape, tiles, values_with_specials(numel(shape), 80 + i, -1.0f, 1.0f,
+                                                                      i == 1 ? 211 : 0)));
+      }
+      for (const Tensor& t : inputs) ptrs.push_back(&t);
+      Tensor out(shape, tiles);
+      compare([&] {
+        for (int t = 0; t < out.tiles(); ++t) codelets::submit_add_relu({"add"}, ptrs, out, t);
+      }, {&out}, 0.0, 0.0);
+    }
+  }
+}
+
 TEST(CudaMergeTest, ConcatForwardAndBackwardMatchCpuBitwise) {
   DTNN_REQUIRE_CUDA();
   struct Case {

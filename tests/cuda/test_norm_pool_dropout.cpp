@@ -197,6 +197,64 @@ TEST(CudaBatchNormTest, EvaluationMatchesCpuBitwise) {
   }
 }
 
+// The fused passes (models/fusion.hpp): the forward epilogues (ReLU; + residual; + residual and ReLU) in training and
+// evaluation, and the backward passes masked by the fused ReLU's output (batch and frozen statistics). The ReLU's
+// output has exact zeros and -0, where the mask must drop dy.
+TEST(CudaBatchNormTest, FusedEpiloguesAndMaskedBackwardMatchCpuBitwise) {
+  DTNN_REQUIRE_CUDA();
+  for (const BatchNormCase& k : {BatchNormCase{{23, 5, 7, 9}, 11, 1}, BatchNormCase{{13, 4, 3, 3}, 3, 0},
+                                 BatchNormCase{{19, 6}, 8, 1}}) {
+    SCOPED_TRACE(::testing::Message() << to_string(k.shape) << ", " << k.tiles << " tiles, affine " << k.affine);
+    const std::int64_t n = k.shape[0];
+    const int c = static_cast<int>(k.shape[1]);
+    const double count = static_cast<double>(n * plane_of(k.shape));
+    Tensor x = random_tensor(k.shape, k.tiles, 41, -2.0f, 2.0f);
+    Tensor residual = random_tensor(k.shape, k.tiles, 42);
+    Tensor relu_y = tensor_of(k.shape, k.tiles, grid_values(numel(k.shape), 43));
+    {
+      auto a = relu_y.read_write();
+      for (float& v : a.data()) v = v < 0.0f ? 0.0f : v;  // a ReLU's output (keeps -0)
+    }
+    Tensor dy = random_tensor(k.shape, k.tiles, 44);
+    std::vector<float> stats0 = random_values(c, 45, -0.2f, 0.2f);
+    const std::vector<float> invstd = random_values(c, 46, 0.5f, 2.0f);
+    stats0.insert(stats0.end(), invstd.begin(), invstd.end());
+    Tensor stats = tensor_of({2, c}, 1, stats0);
+    Tensor gamma = random_tensor({c}, 1, 47, -1.5f, 1.5f);
+    Tensor beta = random_tensor({c}, 1, 48);
+    Tensor running_mean = random_tensor({c}, 1, 49, -0.5f, 0.5f);
+    Tensor running_var = random_tensor({c}, 1, 50, 0.1f, 3.0f);
+    Tensor partials({n, 2 * static_cast<std::int64_t>(c)}, k.tiles), acc({4 * static_cast<std::int64_t>(c)});
+    Tensor grad_stats({2, c}), dgamma({c}), dbeta({c});
+    Tensor y_relu(k.shape, k.tiles), y_add(k.shape, k.tiles), y_add_relu(k.shape, k.tiles);
+    Tensor e_relu(k.shape, k.tiles), e_add_relu(k.shape, k.tiles), dx(k.shape, k.tiles), dx_frozen(k.shape, k.tiles);
+    const Tensor* g = k.affine ? &gamma : nullptr;
+    const Tensor* b = k.affine ? &beta : nullptr;
+    const codelets::TaskTag tag{"bn"};
+    compare_bitwise(
+        [&] {
+          for (int t = 0; t < x.tiles(); ++t) {
+            codelets::submit_batch_norm_fwd(tag, c, x, stats, g, b, y_relu, t, {nullptr, 1});
+            codelets::submit_batch_norm_fwd(tag, c, x, stats, g, b, y_add, t, {&residual, 0});
+            codelets::submit_batch_norm_fwd(tag, c, x, stats, g, b, y_add_relu, t, {&residual, 1});
+            codelets::submit_batch_norm_infer_fwd(tag, c, 1e-5, x, running_mean, running_var, g, b, e_relu, t,
+                                                  {nullptr, 1});
+            codelets::submit_batch_norm_infer_fwd(tag, c, 1e-5, x, running_mean, running_var, g, b, e_add_relu, t,
+                                                  {&residual, 1});
+            codelets::submit_batch_norm_bwd_sums(tag, c, x, dy, stats, partials, t, &relu_y);
+          }
+          codelets::submit_batch_norm_bwd_reduce(tag, count, partials, acc, grad_stats, k.affine ? &dgamma : nullptr,
+                                                 k.affine ? &dbeta : nullptr);
+          for (int t = 0; t < x.tiles(); ++t) {
+            codelets::submit_batch_norm_bwd_data(tag, c, x, dy, stats, &grad_stats, g, dx, t, &relu_y);
+            codelets::submit_batch_norm_bwd_data(tag, c, x, dy, stats, nullptr, g, dx_frozen, t, &relu_y);
+          }
+        },
+        {&y_relu, &y_add, &y_add_relu, &e_relu, &e_add_relu, &partials, &grad_stats, &dgamma, &dbeta, &dx,
+         &dx_frozen, &acc});
+  }
+}
+
 // Evaluation forward and frozen-statistics backward over 2 x 3 planes of 2.8 M values: the per-element passes
 // take more than one grid.
 TEST(CudaBatchNormTest, EvaluationPastOneGridMatchesCpuBitwise) {

@@ -39,5 +39,26 @@ TEST(CudaReluTest, PastOneGridMatchesCpu) {
       {&y, &dx}, 0.0, 0.0);
 }
 
+// The ReLU fused after a residual Add: its gradient added to the other path's share of dx in one task.
+TEST(CudaReluTest, BackwardAddedToTheOtherPathMatchesCpu) {
+  DTNN_REQUIRE_CUDA();
+  for (const Shape& shape : {Shape{37, 3, 5, 7}, Shape{1, testing_cuda::kPastOneGrid}}) {
+    const int tiles = shape[0] > 1 ? 3 : 1;
+    Tensor x = random_tensor(shape, tiles, 5);
+    Tensor dy = random_tensor(shape, tiles, 6);
+    Tensor other = random_tensor(shape, tiles, 7);
+    Tensor y(shape, tiles), dx(shape, tiles);
+    const codelets::TaskTag tag{"block"};
+    compare_cpu_cuda(
+        [&] {
+          for (int t = 0; t < x.tiles(); ++t) {
+            codelets::submit_relu_fwd(tag, x, y, t);
+            codelets::submit_relu_bwd_data_add(tag, "bwd_data", y, dy, other, dx, t);
+          }
+        },
+        {&y, &dx}, 0.0, 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace dtnn

@@ -80,6 +80,31 @@ TEST(CliTest, WeightsAreBitwiseIdenticalAcrossSchedulersAndWorkerCounts) {
   }
 }
 
+// --fusion off runs every layer's own passes; the fused ones round as they do: the same weights, with one worker
+// or two, on a model with every kind of fusion (BatchNorm + ReLU, the residual BatchNorm + Add + ReLU).
+TEST(CliTest, FusedAndUnfusedPassesTrainTheSameWeights) {
+  std::string reference;
+  for (const char* fusion : {"off", "on"}) {
+    for (int workers : {1, 2}) {
+      const fs::path report = temp_path(std::string("fusion-") + fusion + std::to_string(workers) + ".json");
+      const CliRun r = dtnn("train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 48 --batch-size 16 "
+                            "--steps-per-epoch 3 --seed 2 --tiles 3 --quiet --no-test --fusion " +
+                            std::string(fusion) + " --workers " + std::to_string(workers) + " --report " +
+                            report.string());
+      ASSERT_EQ(r.status, 0) << r.output;
+      const auto doc = read_json(report);
+      fs::remove(report);
+      EXPECT_EQ(doc.at("fusion"), fusion);
+      const std::string checksum = doc.at("weights_checksum");
+      if (reference.empty()) {
+        reference = checksum;
+      } else {
+        EXPECT_EQ(checksum, reference) << "--fusion " << fusion << " with " << workers << " workers";
+      }
+    }
+  }
+}
+
 // Every policy `dtnn schedulers` lists (StarPU's and dtnn's own) runs the step's graph, and the graph fixes the
 // order of every sum: 3 steps of simplecnn give the same weights under each.
 TEST(CliTest, EveryListedSchedulerTrainsTheSameWeights) {

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include "layers/batch_norm.hpp"
 #include "layers/block.hpp"
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/pooling.hpp"
 #include "layers/simple.hpp"
+#include "models/fusion.hpp"
 #include "models/sequential.hpp"
 #include "core/errors.hpp"
 #include "support/gradient_check.hpp"
@@ -53,6 +55,52 @@ TEST(BlockTest, NestedBlocksMatchNumericalGradient) {
   outer.add_path(Path().add(std::move(inner)));
   outer.add_path(Path());
   check_layer_gradients(outer, {2, 3, 3});
+}
+
+// A ResNet basic block: conv, BatchNorm, ReLU, conv, BatchNorm on the branch; the shortcut an identity or a
+// projection (1x1 conv + BatchNorm).
+std::unique_ptr<Block> basic_block(int in, int out, int stride) {
+  auto block = std::make_unique<Block>(Merge::kAdd);
+  block->add_path(Path("")
+                      .add_as<Conv2d>("conv1", Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(0))
+                      .add_as<BatchNorm2d>("bn1", BatchNorm2dOptions(out))
+                      .add_as<ReLU>("relu1")
+                      .add_as<Conv2d>("conv2", Conv2dOptions(out, out, 3).padding(1).bias(0))
+                      .add_as<BatchNorm2d>("bn2", BatchNorm2dOptions(out)));
+  if (stride == 1 && in == out) {
+    block->add_path(Path());
+  } else {
+    block->add_path(Path("downsample")
+                        .add<Conv2d>(Conv2dOptions(in, out, 1).stride(stride).bias(0))
+                        .add<BatchNorm2d>(BatchNorm2dOptions(out)));
+  }
+  return block;
+}
+
+// The fused block computes ReLU(block(x)), the ReLU that follows it fused (as models/fusion.hpp fuses it when the
+// block is followed by a ReLU in its container).
+TEST(BlockTest, FusedBatchNormAddAndReluMatchNumericalGradient) {
+  for (int projection : {0, 1}) {
+    SCOPED_TRACE(projection ? "projection shortcut" : "identity shortcut");
+    auto block = projection ? basic_block(2, 3, 2) : basic_block(3, 3, 1);
+    const FusionCounts counts = fuse_passes(*block);
+    EXPECT_EQ(counts.relus, 1);   // relu1 into bn1
+    EXPECT_EQ(counts.merges, 1);  // bn2 writes the sum
+    EXPECT_EQ(block->fused_path(), 0);
+    EXPECT_EQ(block->fuse_relu(), 1);
+    EXPECT_NE(block->describe().find("fused BN+Add+ReLU"), std::string::npos) << block->describe();
+    check_layer_gradients(*block, {projection ? 2 : 3, 6, 6}, GradCheckOptions{.batch = 3, .tiles = 2});
+  }
+}
+
+TEST(BlockTest, FusedAddAndReluWithoutBatchNormMatchNumericalGradient) {
+  Block block(Merge::kAdd);
+  block.add_path(Path().add<Conv2d>(Conv2dOptions(3, 3, 3).padding(1)));
+  block.add_path(Path().add<Conv2d>(Conv2dOptions(3, 3, 1)));
+  block.add_path(Path());
+  EXPECT_EQ(block.fuse_merge(), 0);  // three paths: the sum stays a task of its own, with the ReLU in it
+  EXPECT_EQ(block.fuse_relu(), 1);
+  check_layer_gradients(block, {3, 4, 4}, GradCheckOptions{.batch = 3, .tiles = 2});
 }
 
 TEST(BlockTest, NamesFollowPyTorchConventions) {

@@ -30,6 +30,14 @@ TEST(DenseTest, BackwardMatchesNumericalGradient) {
   check_layer_gradients(layer, {12});
 }
 
+TEST(DenseTest, FusedReluMatchesNumericalGradient) {
+  Dense layer(DenseOptions(12, 5));
+  EXPECT_EQ(layer.fuse_relu(), 1);
+  EXPECT_EQ(layer.fuse_relu(), 0);
+  EXPECT_NE(layer.describe().find("+ReLU"), std::string::npos);
+  check_layer_gradients(layer, {12}, GradCheckOptions{.batch = 5, .tiles = 2});
+}
+
 TEST(DenseTest, WithoutBiasAndFromAFeatureMap) {
   Dense layer(DenseOptions(2 * 3 * 3, 4).bias(0));
   check_layer_gradients(layer, {2, 3, 3}, GradCheckOptions{.batch = 5, .tiles = 3});

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codelets/merge.hpp"
 #include "io/dataset.hpp"
 #include "layers/activations.hpp"
 #include "layers/batch_norm.hpp"
@@ -222,6 +223,124 @@ TEST(BatchNorm2dTest, TileCountNeverChangesABit) {
     EXPECT_TRUE(bitwise_equal(other.batches, one.batches));
   }
   EXPECT_EQ(one.batches, std::vector<float>{2.0f});
+}
+
+TEST(BatchNorm2dTest, FusedReluMatchesNumericalGradient) {
+  BatchNorm2d layer(BatchNorm2dOptions(3));
+  EXPECT_EQ(layer.fuse_relu(), 1);
+  EXPECT_EQ(layer.fuse_relu(), 0);  // once
+  check_layer_gradients(layer, {3, 4, 4}, GradCheckOptions{.batch = 3, .tiles = 2});
+  BatchNorm2d features(BatchNorm2dOptions(5).affine(0));
+  features.fuse_relu();
+  check_layer_gradients(features, {5}, GradCheckOptions{.batch = 6, .tiles = 4});
+}
+
+// What a residual block asks of its fused BatchNorm: y = ReLU(bn(x) + residual), and the backward pass masked by y.
+// The checker sees it as a layer of x with a constant residual.
+class ResidualBatchNorm : public BatchNorm2d {
+ public:
+  ResidualBatchNorm(BatchNorm2dOptions o, std::uint64_t seed) : BatchNorm2d(o), seed_(seed) {}
+  void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override {
+    if (!residual_.defined() || residual_.shape() != x.shape() || residual_.tiles() != x.tiles()) {
+      residual_ = Tensor(x.shape(), x.tiles());
+      fill_random(residual_, seed_);
+    }
+    forward_into_sum(x, residual_, 1, y, ctx);
+  }
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override {
+    backward_masked(x, y, dy, dx, ctx);
+  }
+
+ private:
+  std::uint64_t seed_;
+  Tensor residual_;
+};
+
+TEST(BatchNorm2dTest, FusedResidualSumAndReluMatchNumericalGradient) {
+  ResidualBatchNorm layer(BatchNorm2dOptions(3), 9);
+  check_layer_gradients(layer, {3, 4, 4}, GradCheckOptions{.batch = 3, .tiles = 2});
+}
+
+enum class BnEpilogue { kRelu, kAddRelu };
+
+// steps training steps of a BatchNorm with its fused epilogue (fused 1) or as the separate passes that the
+// fusion replaces (fused 0: the BatchNorm, the Add task, the ReLU layer and their backward passes).
+// training 0: evaluation mode (running statistics, the frozen BatchNorm's gradient).
+BnStepResult run_bn_epilogue_steps(BnEpilogue e, int fused, int training, int tiles, int steps, const Shape& sample,
+                                   std::int64_t n) {
+  BatchNorm2d layer(BatchNorm2dOptions(sample[0]).momentum(0.3));
+  layer.set_name("bn");
+  if (fused && e == BnEpilogue::kRelu) layer.fuse_relu();
+  layer.build(sample);
+  Rng rng(3);
+  layer.reset_parameters(rng);
+  fill_random(layer.parameters()[0]->value, 4, 0.5f, 1.5f);
+  fill_random(layer.parameters()[1]->value, 5, -0.5f, 0.5f);
+  layer.prepare_tiles(tiles);
+  ReLU relu;
+  relu.set_name("relu");
+  relu.build(sample);
+  const Shape shape = batch_of(n, sample);
+  Tensor x(shape, tiles), y(shape, tiles), dy(shape, tiles), dx(shape, tiles), residual(shape, tiles);
+  Tensor bn_out(shape, tiles), sum(shape, tiles), relu_in_grad(shape, tiles);
+  for (int s = 0; s < steps; ++s) {
+    fill_random(x, 10 + s, 3.0f - s, 5.0f + s);
+    fill_random(dy, 20 + s);
+    fill_random(residual, 30 + s);
+    const PassContext ctx{training, 0, s};
+    if (fused) {
+      if (e == BnEpilogue::kRelu) {
+        layer.forward(x, y, ctx);
+        layer.backward(x, y, dy, &dx, ctx);
+      } else {
+        layer.forward_into_sum(x, residual, 1, y, ctx);
+        layer.backward_masked(x, y, dy, &dx, ctx);
+      }
+      continue;
+    }
+    layer.forward(x, bn_out, ctx);
+    const Tensor* relu_in = &bn_out;
+    if (e == BnEpilogue::kAddRelu) {
+      for (int t = 0; t < tiles; ++t) codelets::submit_add({"add", 0}, "add", {&bn_out, &residual}, sum, t);
+      relu_in = &sum;
+    }
+    relu.forward(*relu_in, y, ctx);
+    relu.backward(*relu_in, y, dy, &relu_in_grad, ctx);
+    layer.backward(x, bn_out, relu_in_grad, &dx, ctx);
+  }
+  runtime::Engine::current()->wait_all();
+  return BnStepResult{y.to_vector(),
+                      dx.to_vector(),
+                      layer.parameters()[0]->grad.to_vector(),
+                      layer.parameters()[1]->grad.to_vector(),
+                      layer.running_mean().to_vector(),
+                      layer.running_var().to_vector(),
+                      layer.num_batches_tracked().to_vector()};
+}
+
+// The fused passes round every operation as the separate passes do: bitwise the same outputs, gradients and
+// statistics, in training and in evaluation mode; and like the plain BatchNorm, whatever the tile count (4 tiles:
+// one reduction task, 11: chains).
+TEST(BatchNorm2dTest, FusedEpiloguesAreBitwiseTheSeparatePassesForEveryTileCount) {
+  const Shape sample{3, 5, 5};
+  const std::int64_t n = 12;
+  for (BnEpilogue e : {BnEpilogue::kRelu, BnEpilogue::kAddRelu}) {
+    for (int training : {1, 0}) {
+      const BnStepResult reference = run_bn_epilogue_steps(e, 0, training, 1, 2, sample, n);
+      for (int tiles : {1, 4, 11}) {
+        SCOPED_TRACE(::testing::Message() << (e == BnEpilogue::kRelu ? "ReLU" : "Add + ReLU") << ", " << tiles
+                                          << " tiles" << (training ? "" : ", evaluation"));
+        const BnStepResult fused = run_bn_epilogue_steps(e, 1, training, tiles, 2, sample, n);
+        EXPECT_TRUE(bitwise_equal(fused.y, reference.y));
+        EXPECT_TRUE(bitwise_equal(fused.dx, reference.dx));
+        EXPECT_TRUE(bitwise_equal(fused.dgamma, reference.dgamma));
+        EXPECT_TRUE(bitwise_equal(fused.dbeta, reference.dbeta));
+        EXPECT_TRUE(bitwise_equal(fused.running_mean, reference.running_mean));
+        EXPECT_TRUE(bitwise_equal(fused.running_var, reference.running_var));
+        EXPECT_TRUE(bitwise_equal(fused.batches, reference.batches));
+      }
+    }
+  }
 }
 
 TEST(BatchNorm2dTest, TrainingNormalisesWithBatchStatisticsAndUpdatesRunningOnes) {
