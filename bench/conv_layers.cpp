@@ -5,7 +5,8 @@
 // of convgemm and im2col; and the medians over the layers of the ratios convgemm/im2col, convgemm/oneDNN and
 // convgemm/sgemm, per pass.
 //
-//   taskset -c 1 conv_layers [--quick] [--pass P...] [--runs N] [--batch N] [--clock cpu|wall] [--json FILE]
+//   taskset -c 1 conv_layers [--quick] [--layer TEXT...] [--pass P...] [--ukernel NAME] [--runs N] [--batch N]
+//                            [--clock cpu|wall] [--json FILE]
 //
 // Each figure is the median of --runs timed calls after one warm-up call, the implementations taking turns run
 // after run; time is the thread's CPU time unless --clock wall. Everything runs on the calling thread: BLIS and
@@ -23,6 +24,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -320,6 +322,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> only_passes;
   app.add_option("--pass", only_passes, "measure only these passes (fwd, bwd_data, bwd_weights)")
       ->check(CLI::IsMember({"fwd", "bwd_data", "bwd_weights"}));
+  std::vector<std::string> only_layers;
+  app.add_option("--layer", only_layers, "measure only the layers whose name contains this text (repeatable)");
+  std::string ukernel = "auto";
+  app.add_option("--ukernel", ukernel,
+                 "convgemm's micro-kernel: auto (its selection), blis, or one of its own this CPU runs");
   app.add_flag("--quick", quick, "three layers at batch 8, for smoke-testing");
   app.add_option("--runs", runs, "timed runs per measurement (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--batch", batch, "samples per call")->check(CLI::PositiveNumber);
@@ -328,6 +335,12 @@ int main(int argc, char** argv) {
   g_wall_clock = clock == "wall";
 
   const std::string blis_reason = configure_single_core();
+  try {
+    k::convgemm_force_ukernel(ukernel);
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "conv_layers: --ukernel: {}\n", e.what());
+    return 2;
+  }
   const k::GemmBlocking blk = k::convgemm_blocking();
   const std::string arch = bli_arch_string(bli_arch_query_id());
   fmt::print("BLIS {}: {} ({}), sgemm micro-kernel {}x{}, KC {} MC {} NC {}, 1 thread\n", bli_info_get_version_str(),
@@ -352,11 +365,17 @@ int main(int argc, char** argv) {
     layers = {layers[1], layers[11], layers[8]};
     batch = 8;
   }
+  if (!only_layers.empty()) {
+    std::erase_if(layers, [&](const Layer& l) {
+      return std::none_of(only_layers.begin(), only_layers.end(),
+                          [&](const std::string& part) { return l.name.find(part) != std::string::npos; });
+    });
+  }
   fmt::print("batch {}, median of {} runs after a warm-up, {} time; GFLOP/s (2 x multiply-adds of the pass)\n\n", batch,
              runs, g_wall_clock ? "elapsed" : "thread CPU");
-  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>9}  {}\n", "layer", "x", "pass",
+  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>9}  {:<13} {}\n", "layer", "x", "pass",
              "convgemm", "im2col", "oneDNN", "sgemm", "cg/i2c", "cg/dnn", "cg/gemm", "ws cg KiB", "ws i2c KiB",
-             "oneDNN impl");
+             "ukernel", "oneDNN impl");
 
   nlohmann::json doc;
   doc["blis"] = {{"version", bli_info_get_version_str()},
@@ -424,10 +443,12 @@ int main(int argc, char** argv) {
       const GemmDims d = gemm_dims(sh, pass);
       jp["gemm"] = {{"m", d.m}, {"n", d.n}, {"k", d.k}};
       jp["onednn_impl"] = onednn_impl;
+      const std::string used = k::convgemm_ukernel(sh, static_cast<k::ConvPass>(p));
+      jp["ukernel"] = used;
       jl["passes"][kPassNames[p]] = jp;
-      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9} {:>9}  {}\n",
+      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9} {:>9}  {:<13} {}\n",
                  layer.name, layer.multiplicity, kPassNames[p], gflops[kConvgemm], gflops[kIm2col], gflops[kOneDnn],
-                 gflops[kSgemm], r[0], r[1], r[2], ws_cg / 1024, ws_i2c / 1024, onednn_impl);
+                 gflops[kSgemm], r[0], r[1], r[2], ws_cg / 1024, ws_i2c / 1024, used, onednn_impl);
       std::fflush(stdout);
     }
     doc["layers"].push_back(jl);

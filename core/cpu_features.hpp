@@ -23,4 +23,14 @@ inline bool cpu_has_avx512() {
 #endif
 }
 
+// AVX2 and FMA (libgcc reports AVX features only where the OS saves the ymm state). False on anything but x86-64.
+inline bool cpu_has_avx2_fma() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
 }  // namespace dtnn

@@ -7,35 +7,46 @@
 #include <blis.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include "codelets/cpu/convgemm_ukernels.hpp"
+#include "core/cpu_features.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
 
 using std::size_t;
 
-// ---- The BLIS micro-kernel and its blocking ----
+// ---- Micro-kernels and their blocking ----
 
 struct MicroKernel {
+  const char* name = "";
   sgemm_ukr_ft ukr = nullptr;
   cntx_t* cntx = nullptr;
   GemmBlocking blocking{};
-  // BLIS micro-kernels store C fastest with unit stride along the dimension they prefer (rows of the MR side for
-  // skx's 32x12, columns of the NR side for haswell's 6x16); other layouts go through a temporary inside the
-  // kernel. Each pass puts the index that is contiguous in its output on the preferred side.
+  // Micro-kernels store C fastest with unit stride along the dimension they prefer (rows of the MR side for
+  // skx's 32x12 and our own kernels, columns of the NR side for haswell's 6x16); other layouts go through a
+  // temporary inside the kernel. Each pass puts the index that is contiguous in its output on the preferred side.
   bool contiguous_on_mr = false;
 };
 
-// Queried once: BLIS fixes its configuration (BLIS_ARCH_TYPE) at its first use anyway.
-const MicroKernel& micro_kernel() {
+// BLIS's, queried once: BLIS fixes its configuration (BLIS_ARCH_TYPE) at its first use anyway.
+const MicroKernel& blis_kernel() {
   static const MicroKernel mk = [] {
     MicroKernel k;
+    k.name = "blis";
     k.cntx = bli_gks_query_cntx();
     k.ukr = reinterpret_cast<sgemm_ukr_ft>(bli_cntx_get_l3_nat_ukr_dt(BLIS_FLOAT, BLIS_GEMM_UKR, k.cntx));
     const auto block = [&](bszid_t id) { return static_cast<int>(bli_cntx_get_blksz_def_dt(BLIS_FLOAT, id, k.cntx)); };
@@ -46,20 +57,87 @@ const MicroKernel& micro_kernel() {
   return mk;
 }
 
+enum class Isa { kAvx2, kAvx512 };
+
+struct OwnKernel {
+  MicroKernel mk;
+  Isa isa;
+};
+
+// convgemm's own kernels (convgemm_ukernels.hpp), with cache blocks of the BLIS configuration for the same
+// instruction set (skx: KC 384, MC 480, NC 3072; zen3: KC 256, MC 144, NC 4080), MC and NC rounded to the
+// register block.
+const std::vector<OwnKernel>& own_kernels() {
+  static const std::vector<OwnKernel> kernels = [] {
+    std::vector<OwnKernel> k;
+#if defined(__x86_64__)
+    const auto own = [](const char* name, sgemm_ukr_ft ukr, int mr, int nr, Isa isa) {
+      const bool wide = isa == Isa::kAvx512;
+      const int kc = wide ? 384 : 256;
+      const int mc = (wide ? 480 : 144) / mr * mr;
+      const int nc = (wide ? 3072 : 4080) / nr * nr;
+      return OwnKernel{{name, ukr, nullptr, {mr, nr, kc, mc, nc}, true}, isa};
+    };
+    k.push_back(own("avx512_32x8", sgemm_ukr_avx512_32x8, 32, 8, Isa::kAvx512));
+    k.push_back(own("avx512_48x8", sgemm_ukr_avx512_48x8, 48, 8, Isa::kAvx512));
+    k.push_back(own("avx2_24x4", sgemm_ukr_avx2_24x4, 24, 4, Isa::kAvx2));
+#endif
+    return k;
+  }();
+  return kernels;
+}
+
+bool cpu_runs(Isa isa) {
+  static const bool avx512 = cpu_has_avx512();
+  static const bool avx2 = cpu_has_avx2_fma();
+  return isa == Isa::kAvx512 ? avx512 : avx2;
+}
+
+const MicroKernel* find_kernel(std::string_view name) {
+  if (name == "blis") {
+    return &blis_kernel();
+  }
+  for (const OwnKernel& k : own_kernels()) {
+    if (name == k.mk.name && cpu_runs(k.isa)) {
+      return &k.mk;
+    }
+  }
+  return nullptr;
+}
+
+// A micro-kernel every call uses (convgemm_force_ukernel, DTNN_CONVGEMM_UKERNEL); null: the selection.
+std::atomic<const MicroKernel*>& forced_kernel() {
+  static std::atomic<const MicroKernel*> forced = [] {
+    const char* env = std::getenv("DTNN_CONVGEMM_UKERNEL");
+    const MicroKernel* k = nullptr;
+    if (env != nullptr && *env != '\0' && std::string_view(env) != "auto") {
+      k = find_kernel(env);
+      if (k == nullptr) {
+        // Not an exception: this runs inside kernels, possibly on a worker thread; an unknown name is reported
+        // once and ignored.
+        std::fprintf(stderr, "dtnn: DTNN_CONVGEMM_UKERNEL=%s: not a micro-kernel this CPU runs; using the selection\n",
+                     env);
+      }
+    }
+    return k;
+  }();
+  return forced;
+}
+
 struct Blocking {
   dim_t mr, nr, kc, mc, nc;
 };
 
-Blocking default_blocking() {
-  const GemmBlocking& b = micro_kernel().blocking;
+Blocking default_blocking(const MicroKernel& mk) {
+  const GemmBlocking& b = mk.blocking;
   return {b.mr, b.nr, b.kc, b.mc, b.nc};
 }
 
 // Backward-data keeps the whole reduction in one KC block, so that a micro-tile is final when its epilogue
 // scatters it into dx and every dx element receives its contributions in one fixed order. MC and NC shrink so
 // that the packed blocks keep the cache footprint BLIS chose for MC x KC and KC x NC.
-Blocking whole_reduction_blocking(dim_t k) {
-  Blocking b = default_blocking();
+Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) {
+  Blocking b = default_blocking(mk);
   if (k > b.kc) {
     b.mc = std::max(b.mr, b.mc * b.kc / k / b.mr * b.mr);
     b.nc = std::max(b.nr, b.nc * b.kc / k / b.nr * b.nr);
@@ -145,8 +223,8 @@ struct MicroTile {
 };
 
 template <typename PackU, typename PackV, typename Epilogue>
-void gemm(const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV&& pack_v, Epilogue&& epilogue) {
-  const MicroKernel& mk = micro_kernel();
+void gemm(const MicroKernel& mk, const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV&& pack_v,
+          Epilogue&& epilogue) {
   const bool u_is_m = mk.contiguous_on_mr;
   const dim_t m = u_is_m ? nu : nv;
   const dim_t n = u_is_m ? nv : nu;
@@ -211,8 +289,8 @@ void gemm(const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV
 }
 
 // Size of the two packed blocks the driver uses for a product (the tile scratch is added by the caller).
-size_t gemm_pack_bytes(const Blocking& bs, dim_t nu, dim_t nv, dim_t k) {
-  const bool u_is_m = micro_kernel().contiguous_on_mr;
+size_t gemm_pack_bytes(const MicroKernel& mk, const Blocking& bs, dim_t nu, dim_t nv, dim_t k) {
+  const bool u_is_m = mk.contiguous_on_mr;
   const dim_t m = u_is_m ? nu : nv;
   const dim_t n = u_is_m ? nv : nu;
   const dim_t kc = std::min(bs.kc, k);
@@ -265,6 +343,46 @@ struct Geom {
   // Groups of one input channel make GEMMs of a handful of rows; direct loops serve them better.
   [[nodiscard]] bool depthwise() const { return cg == 1 && kg < k; }
 };
+
+// ---- Which micro-kernel a pass runs ----
+
+enum class Pass { kFwd, kBwdData, kBwdWeights };
+
+const MicroKernel& own_kernel(std::string_view name) {
+  const MicroKernel* k = find_kernel(name);
+  return k != nullptr ? *k : blis_kernel();
+}
+
+// The forced kernel if any, else convgemm's own where it beat BLIS's in bench/conv_layers (docs/design.md,
+// Convolution), else BLIS's. Our kernels' NR of 8 (AVX-512) and 4 (AVX2) divide every channel count of the zoo's
+// networks, where skx's NR of 12 leaves a third of the last panel of 64 channels empty; backward-data's NR side
+// is the im2col rows, which skx's 12 divides, and there BLIS's kernel was as fast or faster.
+const MicroKernel& select_kernel(Pass pass, const Geom& g) {
+  if (const MicroKernel* forced = forced_kernel().load(std::memory_order_relaxed)) {
+    return *forced;
+  }
+  static const bool skx = cpu_runs(Isa::kAvx512) && bli_arch_query_id() == BLIS_ARCH_SKX;
+  static const bool avx2 = !skx && cpu_runs(Isa::kAvx2) && blis_kernel().blocking.nr == 16;
+  if (skx && g.kg % 8 == 0) {
+    // Planes of fewer than 16 pixels (512 channels at 2x2) were a tie or a loss: each tile then spans samples.
+    if (pass == Pass::kFwd && g.plane >= 16) {
+      return own_kernel(g.kg <= 64 ? "avx512_48x8" : "avx512_32x8");
+    }
+    if (pass == Pass::kBwdWeights && g.kg <= 64) {
+      return own_kernel("avx512_48x8");
+    }
+  }
+  if (avx2) {
+    // MR 24 on backward-weights' im2col rows: a whole number of panels for every 3x3 layer (crs = 9 c).
+    if (pass == Pass::kBwdWeights && g.crs % 24 == 0) {
+      return own_kernel("avx2_24x4");
+    }
+    if (pass == Pass::kFwd && g.kg <= 128 && g.kg % 4 == 0 && g.plane >= 256) {
+      return own_kernel("avx2_24x4");
+    }
+  }
+  return blis_kernel();
+}
 
 // [lo, hi) of the t in [0, count) whose input coordinate base + t * stride lies in [0, extent).
 struct Range {
@@ -919,7 +1037,48 @@ void depthwise_bwd_weights(const Geom& g, const float* x, const float* dy, float
 
 }  // namespace
 
-GemmBlocking convgemm_blocking() { return micro_kernel().blocking; }
+GemmBlocking convgemm_blocking() { return blis_kernel().blocking; }
+
+std::vector<std::string> convgemm_ukernels() {
+  std::vector<std::string> names{"blis"};
+  for (const OwnKernel& k : own_kernels()) {
+    if (cpu_runs(k.isa)) {
+      names.emplace_back(k.mk.name);
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> convgemm_own_ukernels() {
+  std::vector<std::string> names;
+  for (const OwnKernel& k : own_kernels()) {
+    names.emplace_back(k.mk.name);
+  }
+  return names;
+}
+
+std::string convgemm_ukernel(const Conv2dShape& sh, ConvPass pass) {
+  const Geom g(sh);
+  const Pass p = pass == ConvPass::kFwd ? Pass::kFwd : pass == ConvPass::kBwdData ? Pass::kBwdData : Pass::kBwdWeights;
+  return select_kernel(p, g).name;
+}
+
+void convgemm_force_ukernel(const std::string& name) {
+  if (name.empty() || name == "auto") {
+    forced_kernel().store(nullptr);
+    return;
+  }
+  const MicroKernel* k = find_kernel(name);
+  if (k == nullptr) {
+    std::string known;
+    for (const std::string& n : convgemm_ukernels()) {
+      known += (known.empty() ? "" : ", ") + n;
+    }
+    throw std::invalid_argument("convgemm: micro-kernel '" + name + "' is not one this CPU runs, expected auto or one of " +
+                                known);
+  }
+  forced_kernel().store(k);
+}
 
 void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
   const Geom g(sh);
@@ -930,7 +1089,8 @@ void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, 
     depthwise_fwd(g, x, w, b, relu, y);
     return;
   }
-  const Blocking bs = default_blocking();
+  const MicroKernel& mk = select_kernel(Pass::kFwd, g);
+  const Blocking bs = default_blocking(mk);
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
     const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
@@ -943,14 +1103,14 @@ void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, 
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
       gemm(
-          bs, g.npix, g.kg, crs,
+          mk, bs, g.npix, g.kg, crs,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_nchw_pixels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
           },
           pack_weights, store);
     } else {
       gemm(
-          bs, g.npix, g.kg, crs,
+          mk, bs, g.npix, g.kg, crs,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_im2col_pixels(g, xg, f0, fb, p0, pb, out);
           },
@@ -985,7 +1145,8 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
       zeroed_samples = sample + 1;
     }
   };
-  const Blocking bs = whole_reduction_blocking(g.kg);
+  const MicroKernel& mk = select_kernel(Pass::kBwdData, g);
+  const Blocking bs = whole_reduction_blocking(mk, g.kg);
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
     const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
@@ -999,9 +1160,9 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
       const NchwOutput dx_out{dxg, g.x_sample, g.in_plane, nullptr, 0};
-      gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, dx_out); });
+      gemm(mk, bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, dx_out); });
     } else {
-      gemm(bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) {
+      gemm(mk, bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) {
         zero_dx_through(t.u0 + t.mu - 1);
         scatter_add(g, t, dxg);
       });
@@ -1026,7 +1187,8 @@ void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const fl
     depthwise_bwd_weights(g, x, dy, dw);
     return;
   }
-  const Blocking bs = default_blocking();
+  const MicroKernel& mk = select_kernel(Pass::kBwdWeights, g);
+  const Blocking bs = default_blocking(mk);
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
     const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
@@ -1042,14 +1204,14 @@ void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const fl
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
       gemm(
-          bs, crs, g.kg, g.npix,
+          mk, bs, crs, g.kg, g.npix,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_nchw_channels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
           },
           pack_dy, store);
     } else {
       gemm(
-          bs, crs, g.kg, g.npix,
+          mk, bs, crs, g.kg, g.npix,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_im2col_rows(g, xg, f0, fb, p0, pb, out);
           },
@@ -1064,13 +1226,21 @@ std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {
     return 0;
   }
   const auto crs = static_cast<dim_t>(g.crs);
-  const Blocking bs = default_blocking();
-  const size_t fwd = gemm_pack_bytes(bs, g.npix, g.kg, crs);
-  const size_t bwd_data = gemm_pack_bytes(whole_reduction_blocking(g.kg), g.npix, crs, g.kg);
+  const MicroKernel& mk_fwd = select_kernel(Pass::kFwd, g);
+  const MicroKernel& mk_bwd_data = select_kernel(Pass::kBwdData, g);
+  const MicroKernel& mk_bwd_weights = select_kernel(Pass::kBwdWeights, g);
+  const size_t fwd = gemm_pack_bytes(mk_fwd, default_blocking(mk_fwd), g.npix, g.kg, crs);
+  const size_t bwd_data =
+      gemm_pack_bytes(mk_bwd_data, whole_reduction_blocking(mk_bwd_data, g.kg), g.npix, crs, g.kg);
   // Backward-weights gathers each micro-panel of the transposed im2col matrix row-major before transposing it.
-  const dim_t gathered = g.identity ? 0 : (micro_kernel().contiguous_on_mr ? bs.mr : bs.nr) * std::min(bs.kc, g.npix);
-  const size_t bwd_weights = gemm_pack_bytes(bs, crs, g.kg, g.npix) + static_cast<size_t>(gathered) * sizeof(float);
-  const size_t tile = static_cast<size_t>(bs.mr * bs.nr) * sizeof(float);
+  const Blocking bs = default_blocking(mk_bwd_weights);
+  const dim_t gathered = g.identity ? 0 : (mk_bwd_weights.contiguous_on_mr ? bs.mr : bs.nr) * std::min(bs.kc, g.npix);
+  const size_t bwd_weights =
+      gemm_pack_bytes(mk_bwd_weights, bs, crs, g.kg, g.npix) + static_cast<size_t>(gathered) * sizeof(float);
+  size_t tile = 0;
+  for (const MicroKernel* mk : {&mk_fwd, &mk_bwd_data, &mk_bwd_weights}) {
+    tile = std::max(tile, static_cast<size_t>(mk->blocking.mr * mk->blocking.nr) * sizeof(float));
+  }
   return std::max({fwd, bwd_data, bwd_weights}) + tile;
 }
 
@@ -1083,11 +1253,12 @@ std::size_t im2col_workspace_bytes(const Conv2dShape& sh) {
   // per-sample GEMM (same block sizes as above).
   const auto crs = static_cast<dim_t>(g.crs);
   const auto plane = static_cast<dim_t>(g.plane);
-  const Blocking bs = default_blocking();
+  const MicroKernel& mk = blis_kernel();
+  const Blocking bs = default_blocking(mk);
   const size_t col = g.identity ? 0 : g.crs * g.plane * sizeof(float);
-  const size_t fwd = gemm_pack_bytes(bs, plane, g.kg, crs);
-  const size_t bwd_data = gemm_pack_bytes(bs, plane, crs, g.kg);
-  const size_t bwd_weights = gemm_pack_bytes(bs, crs, g.kg, plane);
+  const size_t fwd = gemm_pack_bytes(mk, bs, plane, g.kg, crs);
+  const size_t bwd_data = gemm_pack_bytes(mk, bs, plane, crs, g.kg);
+  const size_t bwd_weights = gemm_pack_bytes(mk, bs, crs, g.kg, plane);
   return col + std::max({fwd, bwd_data, bwd_weights});
 }
 

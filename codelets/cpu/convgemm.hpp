@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "codelets/cpu/kernels.hpp"
 
@@ -33,5 +35,20 @@ struct GemmBlocking {
   int mr, nr, kc, mc, nc;
 };
 GemmBlocking convgemm_blocking();
+
+// Micro-kernels: "blis" (BLIS's, of the configuration in use) and convgemm's own (convgemm_ukernels.hpp, named
+// <instruction set>_<MR>x<NR>: "avx512_32x8", "avx2_24x4", ...). Each pass picks one per shape, as measured
+// (docs/design.md, Convolution); the results of different kernels differ in rounding only.
+enum class ConvPass { kFwd, kBwdData, kBwdWeights };
+// Those this CPU runs, "blis" first.
+std::vector<std::string> convgemm_ukernels();
+// Every own kernel built in, whether this CPU runs it or not.
+std::vector<std::string> convgemm_own_ukernels();
+// The one a pass of this shape runs now.
+std::string convgemm_ukernel(const Conv2dShape& sh, ConvPass pass);
+// Makes every later call run this micro-kernel ("" or "auto": the selection again), for tests and benchmarks;
+// std::invalid_argument for a name this CPU does not run. The environment variable DTNN_CONVGEMM_UKERNEL sets it
+// at the first call.
+void convgemm_force_ukernel(const std::string& name);
 
 }  // namespace dtnn::kernels::cpu

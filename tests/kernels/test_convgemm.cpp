@@ -14,11 +14,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <ostream>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -44,9 +46,22 @@ constexpr double kRtol = 1e-4;
 // The engine switches BLIS to its skx (AVX-512, 32x12 micro-kernel) configuration on AVX-512 CPUs before BLIS's
 // first use (runtime/blis_setup.cpp); do the same before any test runs, so that the kernel production uses is
 // the one tested. A BLIS_ARCH_TYPE already in the environment wins: BLIS_ARCH_TYPE=3 tests haswell's 6x16.
+// The ctest entries kernels_blis_<arch> run these tests under each x86-64 BLIS configuration the engine can meet
+// (skx, zen3, haswell); a configuration whose kernels this CPU cannot run skips the entry (exit code 77).
 [[maybe_unused]] const bool kBlisArchChosen = [] {
+  const std::string skx = std::to_string(static_cast<int>(BLIS_ARCH_SKX));
+  const char* env = std::getenv("BLIS_ARCH_TYPE");
+  const auto is = [&](arch_t arch) { return env != nullptr && env == std::to_string(static_cast<int>(arch)); };
+  const bool runs = is(BLIS_ARCH_SKX) ? cpu_has_avx512()
+                    : is(BLIS_ARCH_HASWELL) || is(BLIS_ARCH_ZEN3) ? cpu_has_avx2_fma()
+                                                                   : true;
+  if (!runs) {
+    std::fprintf(stderr, "test_kernels: BLIS_ARCH_TYPE=%s needs AVX-512 (skx) or AVX2 (haswell, zen3), which this "
+                 "CPU lacks: skipped\n", env);
+    std::_Exit(77);
+  }
   if (cpu_has_avx512()) {
-    ::setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 0);
+    ::setenv("BLIS_ARCH_TYPE", skx.c_str(), 0);
   }
   return true;
 }();
@@ -54,9 +69,11 @@ constexpr double kRtol = 1e-4;
 struct ConvCase {
   std::string name;
   Conv2dShape shape;
+  // convgemm's micro-kernel: "auto" (its selection), or one forced (convgemm_force_ukernel).
+  std::string ukernel = "auto";
 };
 
-void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name << " (" << c.ukernel << ")"; }
 
 
 // Square input and kernel, symmetric padding, no dilation or groups: the layers of the model zoo.
@@ -313,7 +330,19 @@ std::vector<std::size_t> checked_elements(std::size_t count, double macs_per_ele
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
-class ConvgemmKernelTest : public ::testing::TestWithParam<ConvCase> {};
+// Forces the case's micro-kernel for the test, or skips it where the CPU cannot run it.
+class ConvgemmKernelTest : public ::testing::TestWithParam<ConvCase> {
+ protected:
+  void SetUp() override {
+    const std::string& name = GetParam().ukernel;
+    const auto runs = convgemm_ukernels();
+    if (std::find(runs.begin(), runs.end(), name) == runs.end() && name != "auto") {
+      GTEST_SKIP() << "micro-kernel " << name << " needs an instruction set this CPU lacks";
+    }
+    convgemm_force_ukernel(name);
+  }
+  void TearDown() override { convgemm_force_ukernel("auto"); }
+};
 
 TEST_P(ConvgemmKernelTest, ForwardMatchesDirectConvolutionWithAndWithoutBiasAndRelu) {
   const Conv2dShape& sh = GetParam().shape;
@@ -449,9 +478,52 @@ TEST_P(ConvgemmKernelTest, BackwardPassesAreBitwiseReproducible) {
   EXPECT_TRUE(bitwise_equal(dw, first_dw)) << "backward-weights on another thread";
 }
 
-const auto kCaseName = [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; };
+const auto kCaseName = [](const ::testing::TestParamInfo<ConvCase>& info) {
+  return info.param.ukernel == "auto" ? info.param.name : info.param.name + "_" + info.param.ukernel;
+};
 INSTANTIATE_TEST_SUITE_P(Geometry, ConvgemmKernelTest, ::testing::ValuesIn(geometry_cases()), kCaseName);
 INSTANTIATE_TEST_SUITE_P(Networks, ConvgemmKernelTest, ::testing::ValuesIn(network_cases()), kCaseName);
+
+// Every micro-kernel of convgemm's own, forced on every case (the selection picks them for some shapes only),
+// whether this CPU runs it or not: those it cannot run are skipped with a message.
+std::vector<ConvCase> own_ukernel_cases() {
+  std::vector<ConvCase> cases;
+  for (const std::string& ukernel : convgemm_own_ukernels()) {
+    for (auto list : {geometry_cases(), network_cases()}) {
+      for (ConvCase c : list) {
+        c.ukernel = ukernel;
+        cases.push_back(c);
+      }
+    }
+  }
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(OwnUkernels, ConvgemmKernelTest, ::testing::ValuesIn(own_ukernel_cases()), kCaseName);
+
+TEST(ConvgemmKernelTest, UnknownMicroKernelIsRejectedWithTheKnownOnes) {
+  try {
+    convgemm_force_ukernel("avx1024_64x64");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'avx1024_64x64'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("blis"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(convgemm_ukernel(square(2, 64, 8, 64, 3, 1, 1), ConvPass::kFwd) != "", true);
+}
+
+// The selection picks only kernels this CPU runs, and BLIS's for backward-data.
+TEST(ConvgemmKernelTest, SelectionPicksKernelsThisCpuRuns) {
+  const auto runs = convgemm_ukernels();
+  for (const ConvCase& c : network_cases()) {
+    for (const ConvPass pass : {ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdWeights}) {
+      const std::string name = convgemm_ukernel(c.shape, pass);
+      EXPECT_NE(std::find(runs.begin(), runs.end(), name), runs.end()) << c.name << ": " << name;
+      if (pass == ConvPass::kBwdData) {
+        EXPECT_EQ(name, "blis") << c.name;
+      }
+    }
+  }
+}
 
 TEST(ConvgemmKernelTest, BlockingIsTheOneOfBlisSgemm) {
   cntx_t* cntx = bli_gks_query_cntx();

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// AVX-512F micro-kernels of convgemm (convgemm_ukernels.hpp). Compiled with -mavx512f -mfma only (CMake).
+#include <immintrin.h>
+
+#include "codelets/cpu/convgemm_ukernels.hpp"
+
+namespace dtnn::kernels::cpu {
+namespace {
+
+// MV vectors of 16 floats along MR, NR columns: MV * NR accumulators, each summing its k products in order (one
+// FMA chain per element, as BLIS's kernels do).
+template <int MV, int NR>
+[[gnu::always_inline]] inline void ukr(dim_t m, dim_t n, dim_t k, const float* a, const float* b, float beta,
+                                       float* c, inc_t rs_c, inc_t cs_c, auxinfo_t* aux) {
+  constexpr int kMr = 16 * MV;
+  __m512 acc[MV][NR];
+  #pragma GCC unroll 16
+  for (int j = 0; j < NR; ++j) {
+    #pragma GCC unroll 16
+    for (int i = 0; i < MV; ++i) {
+      acc[i][j] = _mm512_setzero_ps();
+    }
+  }
+  if (rs_c == 1) {
+    #pragma GCC unroll 16
+    for (dim_t j = 0; j < NR && j < n; ++j) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + j * cs_c), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + j * cs_c + kMr - 1), _MM_HINT_T0);
+    }
+  }
+  #pragma GCC unroll 4
+  for (dim_t p = 0; p < k; ++p) {
+    __m512 av[MV];
+    #pragma GCC unroll 16
+    for (int i = 0; i < MV; ++i) {
+      av[i] = _mm512_load_ps(a + i * 16);
+    }
+    _mm_prefetch(reinterpret_cast<const char*>(a + 8 * kMr), _MM_HINT_T0);
+    #pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      const __m512 bj = _mm512_set1_ps(b[j]);
+      #pragma GCC unroll 16
+      for (int i = 0; i < MV; ++i) {
+        acc[i][j] = _mm512_fmadd_ps(av[i], bj, acc[i][j]);
+      }
+    }
+    a += kMr;
+    b += NR;
+  }
+  _mm_prefetch(static_cast<const char*>(bli_auxinfo_next_a(aux)), _MM_HINT_T0);
+  _mm_prefetch(static_cast<const char*>(bli_auxinfo_next_b(aux)), _MM_HINT_T0);
+
+  if (rs_c == 1) {
+    const bool full = m == kMr;
+    const auto jn = static_cast<int>(n < NR ? n : NR);
+    #pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      if (j >= jn) {
+        continue;
+      }
+      float* cj = c + j * cs_c;
+      #pragma GCC unroll 16
+      for (int i = 0; i < MV; ++i) {
+        const dim_t left = m - i * 16;
+        if (full || left >= 16) {
+          __m512 v = acc[i][j];
+          if (beta != 0.0f) {
+            v = _mm512_add_ps(_mm512_loadu_ps(cj + i * 16), v);
+          }
+          _mm512_storeu_ps(cj + i * 16, v);
+        } else if (left > 0) {
+          const auto mask = static_cast<__mmask16>((1u << left) - 1u);
+          __m512 v = acc[i][j];
+          if (beta != 0.0f) {
+            v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj + i * 16), v);
+          }
+          _mm512_mask_storeu_ps(cj + i * 16, mask, v);
+        }
+      }
+    }
+    return;
+  }
+  alignas(64) float tile[kMr * NR];
+  #pragma GCC unroll 16
+  for (int j = 0; j < NR; ++j) {
+    #pragma GCC unroll 16
+    for (int i = 0; i < MV; ++i) {
+      _mm512_store_ps(tile + j * kMr + i * 16, acc[i][j]);
+    }
+  }
+  for (dim_t j = 0; j < n; ++j) {
+    for (dim_t i = 0; i < m; ++i) {
+      float& out = c[i * rs_c + j * cs_c];
+      out = beta != 0.0f ? out + tile[j * kMr + i] : tile[j * kMr + i];
+    }
+  }
+}
+
+}  // namespace
+
+// beta is 0 or 1 in convgemm: with 1, "beta * C + AB" is the C + AB the kernels compute.
+void sgemm_ukr_avx512_32x8(dim_t m, dim_t n, dim_t k, float* alpha, float* a, float* b, float* beta, float* c,
+                           inc_t rs_c, inc_t cs_c, auxinfo_t* aux, cntx_t* cntx) {
+  ukr<2, 8>(m, n, k, a, b, *beta, c, rs_c, cs_c, aux);
+}
+void sgemm_ukr_avx512_48x8(dim_t m, dim_t n, dim_t k, float* alpha, float* a, float* b, float* beta, float* c,
+                           inc_t rs_c, inc_t cs_c, auxinfo_t* aux, cntx_t* cntx) {
+  ukr<3, 8>(m, n, k, a, b, *beta, c, rs_c, cs_c, aux);
+}
+
+}  // namespace dtnn::kernels::cpu
