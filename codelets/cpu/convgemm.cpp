@@ -1080,24 +1080,21 @@ void convgemm_force_ukernel(const std::string& name) {
   forced_kernel().store(k);
 }
 
-void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
-  const Geom g(sh);
-  if (g.npix == 0 || g.k <= 0) {
-    return;
-  }
-  if (g.depthwise()) {
-    depthwise_fwd(g, x, w, b, relu, y);
-    return;
-  }
+namespace {
+
+// The forward GEMMs of a non-depthwise convolution, group after group; pack_weights(grp, f0, fb, p0, pb, out) packs
+// the weights of group grp with output channels free and the im2col rows reduced over.
+template <typename PackWeights>
+void forward(const Geom& g, const float* x, const float* b, int relu, float* y, PackWeights&& pack_weights) {
   const MicroKernel& mk = select_kernel(Pass::kFwd, g);
   const Blocking bs = default_blocking(mk);
-  for (int grp = 0; grp < sh.groups; ++grp) {
+  const int groups = g.c / g.cg;
+  for (int grp = 0; grp < groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
-    const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
     const NchwOutput yg{y + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane, g.y_sample, g.plane,
                         b != nullptr ? b + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) : nullptr, relu};
-    const auto pack_weights = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-      pack_matrix_rows(wg, g.crs, f0, fb, p0, pb, out);
+    const auto pack_group_weights = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_weights(grp, f0, fb, p0, pb, out);
     };
     const auto store = [&](const MicroTile& t) { store_nchw(t, yg); };
     const auto crs = static_cast<dim_t>(g.crs);
@@ -1107,16 +1104,82 @@ void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, 
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_nchw_pixels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
           },
-          pack_weights, store);
+          pack_group_weights, store);
     } else {
       gemm(
           mk, bs, g.npix, g.kg, crs,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_im2col_pixels(g, xg, f0, fb, p0, pb, out);
           },
-          pack_weights, store);
+          pack_group_weights, store);
     }
   }
+}
+
+// Backward-data of a stride-1 convolution is the forward convolution of dy by the weights flipped in both kernel
+// axes, with input and output channels swapped, and padding d(r-1) - pad on each side ("full" minus the forward's
+// padding). Run that way it takes the forward path (packing by shifted planes, tiles written straight into dx, no
+// zeroing, no scatter-add), which measured 10% faster than the scatter-add path where the forward path's own
+// kernel wins most, 64 channels in and out (docs/design.md, Convolution). From 128 channels it was within 3% either
+// way, and worse where the channel counts differ (the dual's narrow side, or a longer reduction): those stay on
+// the scatter-add path. Needs every padding at most d(r-1).
+bool dual_forward_fits(const Conv2dShape& sh, const Geom& g) {
+  const int span_h = sh.dil_h * (sh.r - 1);
+  const int span_w = sh.dil_w * (sh.s - 1);
+  return sh.stride_h == 1 && sh.stride_w == 1 && !g.identity && !g.depthwise() && sh.c == sh.k && g.cg >= 32 &&
+         g.cg <= 64 && g.in_plane >= 256 && sh.pad_top <= span_h && sh.pad_bottom <= span_h &&
+         sh.pad_left <= span_w && sh.pad_right <= span_w;
+}
+
+Conv2dShape dual_shape(const Conv2dShape& sh) {
+  Conv2dShape d = sh;
+  d.c = sh.k;
+  d.k = sh.c;
+  d.h = sh.out_h();
+  d.w = sh.out_w();
+  d.pad_top = sh.dil_h * (sh.r - 1) - sh.pad_top;
+  d.pad_bottom = sh.dil_h * (sh.r - 1) - sh.pad_bottom;
+  d.pad_left = sh.dil_w * (sh.s - 1) - sh.pad_left;
+  d.pad_right = sh.dil_w * (sh.s - 1) - sh.pad_right;
+  return d;
+}
+
+// Free: input channels ci of a group; reduction: (output channel kk, tap t) of the dual convolution, whose weight
+// is the forward's w[kk, ci] at tap rs - 1 - t (the kernel flipped in both axes).
+void pack_flipped_weights(const float* wg, int cg, int rs, dim_t f0, dim_t fb, dim_t p0, dim_t pb,
+                          const Panels& out) {
+  const auto taps = static_cast<size_t>(rs);
+  for (dim_t pan = 0; pan < fb; pan += out.width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+    float* panel = out.column(pan);
+    for (dim_t p = 0; p < pb; ++p) {
+      const dim_t row = p0 + p;
+      const auto kk = static_cast<size_t>(row / rs);
+      const auto t = static_cast<size_t>(row % rs);
+      const float* src = wg + (kk * static_cast<size_t>(cg) + static_cast<size_t>(f0 + pan)) * taps + (taps - 1 - t);
+      float* dst = panel + p * out.width;
+      for (int i = 0; i < cnt; ++i) {
+        dst[i] = src[static_cast<size_t>(i) * taps];
+      }
+    }
+    zero_columns(panel, cnt, out.width, pb);
+  }
+}
+
+}  // namespace
+
+void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
+  const Geom g(sh);
+  if (g.npix == 0 || g.k <= 0) {
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_fwd(g, x, w, b, relu, y);
+    return;
+  }
+  forward(g, x, b, relu, y, [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+    pack_matrix_rows(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.crs, f0, fb, p0, pb, out);
+  });
 }
 
 void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx) {
@@ -1130,6 +1193,15 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
   }
   if (g.depthwise()) {
     depthwise_bwd_data(g, dy, w, dx);
+    return;
+  }
+  if (dual_forward_fits(sh, g)) {
+    const Geom dual(dual_shape(sh));
+    const int rs = sh.r * sh.s;
+    forward(dual, dy, nullptr, 0, dx, [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_flipped_weights(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.cg, rs, f0, fb, p0, pb,
+                           out);
+    });
     return;
   }
   // A 1x1 identity geometry writes every dx element exactly once. Otherwise tiles add into dx, which is zeroed one
@@ -1230,8 +1302,12 @@ std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {
   const MicroKernel& mk_bwd_data = select_kernel(Pass::kBwdData, g);
   const MicroKernel& mk_bwd_weights = select_kernel(Pass::kBwdWeights, g);
   const size_t fwd = gemm_pack_bytes(mk_fwd, default_blocking(mk_fwd), g.npix, g.kg, crs);
-  const size_t bwd_data =
-      gemm_pack_bytes(mk_bwd_data, whole_reduction_blocking(mk_bwd_data, g.kg), g.npix, crs, g.kg);
+  size_t bwd_data = gemm_pack_bytes(mk_bwd_data, whole_reduction_blocking(mk_bwd_data, g.kg), g.npix, crs, g.kg);
+  if (dual_forward_fits(sh, g)) {
+    const Geom dual(dual_shape(sh));
+    const MicroKernel& mk = select_kernel(Pass::kFwd, dual);
+    bwd_data = gemm_pack_bytes(mk, default_blocking(mk), dual.npix, dual.kg, static_cast<dim_t>(dual.crs));
+  }
   // Backward-weights gathers each micro-panel of the transposed im2col matrix row-major before transposing it.
   const Blocking bs = default_blocking(mk_bwd_weights);
   const dim_t gathered = g.identity ? 0 : (mk_bwd_weights.contiguous_on_mr ? bs.mr : bs.nr) * std::min(bs.kc, g.npix);

@@ -120,6 +120,10 @@ std::vector<ConvCase> geometry_cases() {
       {"ManyOutputChannels", conv_shape(1, 13, 9, 10, 520, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
       {"PointwiseManyPixels", conv_shape(3, 40, 41, 43, 29, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
       {"Plane1Pixel", conv_shape(7, 50, 3, 3, 33, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      // Backward-data as the forward convolution by flipped weights (equal channel counts of 32 to 64, planes of
+      // 256 pixels and more): dilation, asymmetric padding, groups.
+      {"DualForwardDilatedAsymmetric", conv_shape(2, 32, 17, 18, 32, 3, 3, 1, 1, 3, 1, 0, 4, 2, 2, 1)},
+      {"DualForwardGroups2", conv_shape(1, 64, 16, 17, 64, 3, 2, 1, 1, 1, 1, 1, 0, 1, 1, 2)},
   };
 }
 
