@@ -373,7 +373,8 @@ int main(int argc, char** argv) {
   }
   fmt::print("batch {}, median of {} runs after a warm-up, {} time; GFLOP/s (2 x multiply-adds of the pass)\n\n", batch,
              runs, g_wall_clock ? "elapsed" : "thread CPU");
-  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>9}  {:<13} {}\n", "layer", "x", "pass",
+  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>9}  {:<13} {}\n", "layer", "x",
+             "pass",
              "convgemm", "im2col", "oneDNN", "sgemm", "cg/i2c", "cg/dnn", "cg/gemm", "ws cg KiB", "ws i2c KiB",
              "ukernel", "oneDNN impl");
 
@@ -446,7 +447,8 @@ int main(int argc, char** argv) {
       const std::string used = k::convgemm_ukernel(sh, static_cast<k::ConvPass>(p));
       jp["ukernel"] = used;
       jl["passes"][kPassNames[p]] = jp;
-      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9} {:>9}  {:<13} {}\n",
+      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9} {:>9}  "
+                 "{:<13} {}\n",
                  layer.name, layer.multiplicity, kPassNames[p], gflops[kConvgemm], gflops[kIm2col], gflops[kOneDnn],
                  gflops[kSgemm], r[0], r[1], r[2], ws_cg / 1024, ws_i2c / 1024, used, onednn_impl);
       std::fflush(stdout);

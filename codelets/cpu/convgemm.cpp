@@ -1074,8 +1074,8 @@ void convgemm_force_ukernel(const std::string& name) {
     for (const std::string& n : convgemm_ukernels()) {
       known += (known.empty() ? "" : ", ") + n;
     }
-    throw std::invalid_argument("convgemm: micro-kernel '" + name + "' is not one this CPU runs, expected auto or one of " +
-                                known);
+    throw std::invalid_argument("convgemm: micro-kernel '" + name +
+                                "' is not one this CPU runs, expected auto or one of " + known);
   }
   forced_kernel().store(k);
 }
