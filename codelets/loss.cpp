@@ -34,12 +34,14 @@ void loss_cuda(void** buffers, void* cl_arg) {
 }
 #endif
 
+// Footprints by data sizes only: grad_scale is 1 / the global batch, which changes with the number of ranks, and
+// a simulation of P ranks must find the models calibrated on one (docs/simulation.md).
 runtime::Codelet cl_softmax_xent("softmax_xent_fwd_bwd", runtime::guarded<loss_cpu<kernels::cpu::softmax_xent_fwd_bwd>>,
                                  DTNN_CUDA_FUNC(runtime::guarded<loss_cuda<kernels::cuda::softmax_xent_fwd_bwd>>),
-                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 runtime::Codelet cl_sigmoid_bce("sigmoid_bce_fwd_bwd", runtime::guarded<loss_cpu<kernels::cpu::sigmoid_bce_fwd_bwd>>,
                                 DTNN_CUDA_FUNC(runtime::guarded<loss_cuda<kernels::cuda::sigmoid_bce_fwd_bwd>>),
-                                {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+                                {STARPU_R, STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 
 }  // namespace
 

@@ -6,6 +6,8 @@
 //   dtnn models     the model zoo
 //   dtnn summary    a model's layers, output shapes and parameters
 //   dtnn convert    a dataset (IDX, CIFAR binary) into an HDF5 file
+//   dtnn calibrate  StarPU's performance models of a model's steps into a machine folder (docs/simulation.md)
+//   dtnn simulate   predicted step time of a model on a machine folder (the DTNN_SIMGRID build only)
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -33,6 +37,7 @@
 #include "layers/conv2d.hpp"
 #include "models/checkpointing.hpp"
 #include "models/step_probes.hpp"
+#include "models/step_runner.hpp"
 #include "models/distributed.hpp"
 #include "models/optimizers.hpp"
 #include "models/recipe.hpp"
@@ -41,9 +46,11 @@
 #include "models/zoo.hpp"
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"
+#include "runtime/machine.hpp"
 #include "runtime/mpi.hpp"
 #include "runtime/text_file.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/simulated_network.hpp"
 #include "runtime/trace.hpp"
 
 namespace {
@@ -340,7 +347,17 @@ nlohmann::json run_facts(const TrainArgs& a, const dtnn::models::ModelInfo& info
   };
 }
 
+// The simulation build runs no codelet: whatever reads a tensor (training, evaluation) would read nothing.
+void require_real_build(const char* command) {
+  if (dtnn::runtime::simulated()) {
+    throw InvalidArgument(fmt::format("{}: this is the simulation build (DTNN_SIMGRID), whose codelets never run, "
+                                      "expected `dtnn simulate`, or the normal build (build/bin/dtnn {})",
+                                      command, command));
+  }
+}
+
 int run_train(TrainArgs a, int benchmark) {
+  require_real_build(benchmark ? "benchmark" : "train");
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
   dtnn::runtime::Mpi mpi(a.mpi_timeout);
   const bool root = mpi.rank() == 0;
@@ -432,6 +449,7 @@ int run_train(TrainArgs a, int benchmark) {
 }
 
 int run_evaluate(const RunArgs& a, const std::string& checkpoint) {
+  require_real_build("evaluate");
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
   dtnn::runtime::Engine engine(engine_options(a, 0));
   select_device(a, engine);
@@ -499,6 +517,252 @@ int run_convert(const std::string& dataset, const std::string& dir, const std::s
   fmt::print("{}: {} training and {} test samples of {}x{}x{}, {} classes\n", output, data.train.size(),
              data.test.size(), data.train.channels, data.train.height, data.train.width, data.train.classes);
   return 0;
+}
+
+// dtnn calibrate and dtnn simulate: steps of a model on synthetic data that nobody reads.
+struct StepArgs {
+  std::string model = "simplecnn";
+  std::int64_t batch_size = 64;
+  int tiles = 2;
+  int workers = 1;
+  std::string scheduler = "lws";
+  std::string priorities = "on";
+  std::string conv = "convgemm";
+  std::string fusion = "on";
+  std::int64_t steps = 12;
+  std::int64_t warmup = 2;
+  std::uint64_t seed = 0;
+  std::string folder;  // calibrate --out, simulate --machine
+  int ranks = 1;       // simulate: data-parallel ranks on a simulated network
+  double link_gbps = 100.0;
+  double link_latency_us = 2.0;
+  double bucket_mb = 25.0;
+  int tail_buckets = 1;
+  int cpus = 0;            // simulate: CPU cores of the target (0: the calibrated machine's)
+  double cpu_speed = 1.0;  // simulate: the target's cores against the calibrated ones
+  std::string trace;
+  std::string report;
+};
+
+struct StepOutcome {
+  dtnn::StepRunResult result;
+  std::string engine;
+  double network_busy_s = 0.0;  // simulated ranks: seconds of all the allreduces
+  std::int64_t allreduces = 0;
+};
+
+// Runs the steps on an engine already pointed at the machine folder.
+StepOutcome run_step_args(const StepArgs& a) {
+  const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
+  dtnn::runtime::Engine engine(
+      dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(1));
+  if (engine.cpu_workers() != a.workers) {
+    throw InvalidArgument(fmt::format("--workers {}: StarPU started {} CPU workers (the machine's CPUs), expected {}",
+                                      a.workers, engine.cpu_workers(), a.workers));
+  }
+  dtnn::runtime::set_task_device(dtnn::runtime::Device::kCpu);
+  dtnn::runtime::set_task_priorities(a.priorities == "on" ? dtnn::runtime::Priorities::kOn
+                                                          : dtnn::runtime::Priorities::kOff);
+  RunArgs run;
+  run.conv = a.conv;
+  run.fusion = a.fusion;
+  run.seed = a.seed;
+  dtnn::Sequential model = build_model(run, info);
+  const auto& in = info.input;
+  // Two batches of samples: the load tasks read them in a real run, nothing reads them in a simulation.
+  const dtnn::io::Dataset data =
+      dtnn::io::synthetic_dataset(static_cast<int>(2 * a.batch_size), static_cast<int>(in[0]), static_cast<int>(in[1]),
+                                  static_cast<int>(in[2]), info.classes, a.seed);
+  std::unique_ptr<dtnn::Optimizer> optimizer = dtnn::make_default_optimizer(dtnn::OptimizerConfig{});
+  auto step_options = dtnn::TrainStepOptions().tiles(a.tiles).seed(a.seed);
+  // The other ranks: this rank's graph with each bucket's allreduce timed by the network model.
+  std::unique_ptr<dtnn::runtime::SimulatedNetwork> network;
+  if (a.ranks > 1) {
+    dtnn::runtime::NetworkModel net;
+    net.ranks = a.ranks;
+    net.bandwidth_bytes_per_s = a.link_gbps * 1e9 / 8.0;
+    net.latency_s = a.link_latency_us * 1e-6;
+    network = std::make_unique<dtnn::runtime::SimulatedNetwork>(net);
+    dtnn::DataParallel dp;
+    dp.communicator = network.get();
+    dp.buckets = dtnn::BucketOptions().bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024)).tail_buckets(
+        a.tail_buckets);
+    step_options.data_parallel(dp);
+  }
+  if (!a.trace.empty()) dtnn::runtime::Tracer::start();
+  StepOutcome out;
+  out.result = dtnn::run_steps(model, *optimizer, data,
+                               dtnn::StepRunOptions().steps(a.steps).warmup(a.warmup).batch_size(a.batch_size).step(
+                                   step_options));
+  if (network) {
+    network->wait_idle();
+    out.network_busy_s = network->busy_seconds();
+    out.allreduces = network->sums();
+  }
+  if (!a.trace.empty()) {
+    dtnn::runtime::Tracer::stop();
+    dtnn::runtime::Tracer::write_chrome_trace(a.trace);
+  }
+  out.engine = engine.describe();
+  return out;
+}
+
+nlohmann::json step_result_json(const StepArgs& a, const dtnn::StepRunResult& r) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const dtnn::WorkerUse& w : r.workers) {
+    workers.push_back({{"worker", w.worker}, {"name", w.name}, {"busy_ms", w.busy_us / 1e3},
+                       {"utilisation", w.utilisation}});
+  }
+  const double step_s = r.median_step_us() / 1e6;
+  return {{"model", a.model},         {"ranks", a.ranks},         {"batch_size", a.batch_size},   {"tiles", a.tiles},
+          {"workers", a.workers},     {"scheduler", a.scheduler},     {"priorities", a.priorities},
+          {"conv", a.conv},           {"fusion", a.fusion},           {"steps", a.steps},
+          {"warmup", a.warmup},       {"step_ms", step_s * 1e3},      {"images_per_second", a.batch_size * a.ranks / step_s},
+          {"step_ms_each", [&] {
+             std::vector<double> v;
+             for (double us : r.step_us) v.push_back(us / 1e3);
+             return v;
+           }()},
+          {"span_ms", r.span_us / 1e3}, {"tasks", r.tasks},           {"worker_use", workers}};
+}
+
+void print_step_result(const dtnn::StepRunResult& r, std::int64_t batch) {
+  const double step_s = r.median_step_us() / 1e6;  // batch: over every rank
+  fmt::print("step time {:.2f} ms (median of {} steps), {:.1f} images/s; {} tasks in {:.1f} ms\n", step_s * 1e3,
+             r.step_us.size(), static_cast<double>(batch) / step_s, r.tasks, r.span_us / 1e3);
+  for (const dtnn::WorkerUse& w : r.workers) {
+    fmt::print("  {:<10} busy {:8.1f} ms  {:5.1f}%\n", w.name, w.busy_us / 1e3, 100.0 * w.utilisation);
+  }
+}
+
+int run_calibrate(const StepArgs& a) {
+  if (dtnn::runtime::simulated()) {
+    throw InvalidArgument("calibrate: this is the simulation build (DTNN_SIMGRID), whose codelets never run; "
+                          "calibrate with the normal build (build/bin/dtnn calibrate)");
+  }
+  const fs::path dir = a.folder;
+  dtnn::runtime::use_machine_folder(dir, 1);
+  // Every task's duration goes into its model's history (without it, lws never measures).
+  setenv("STARPU_CALIBRATE", "1", 1);
+  nlohmann::json doc = dtnn::runtime::read_machine_file(dir);
+  const StepOutcome out = run_step_args(a);
+  const dtnn::StepRunResult& r = out.result;
+  fmt::print("dtnn calibrate: {} on {} ({}) into {}\n", a.model, dtnn::runtime::cpu_model_name(), out.engine,
+             dir.string());
+  print_step_result(r, a.batch_size);
+  doc["host"] = dtnn::runtime::kMachineHost;
+  doc["cpu"] = dtnn::runtime::cpu_model_name();
+  doc["cores"] = static_cast<int>(std::thread::hardware_concurrency());
+  doc["calibrations"].push_back(step_result_json(a, r));
+  dtnn::runtime::write_machine_file(dir, doc);
+  if (!a.report.empty()) {
+    dtnn::runtime::write_text_file(a.report, step_result_json(a, r).dump(2) + "\n", "report");
+  }
+  return 0;
+}
+
+int run_simulate(const StepArgs& a) {
+  if (!dtnn::runtime::simulated()) {
+    throw InvalidArgument("simulate: this build runs its codelets; simulations run in the DTNN_SIMGRID build "
+                          "(scripts/setup.sh test builds it in build-simgrid: build-simgrid/bin/dtnn simulate ...)");
+  }
+  const fs::path dir = a.folder;
+  dtnn::runtime::use_machine_folder(dir, 0);
+  const nlohmann::json machine = dtnn::runtime::read_machine_file(dir);
+  // Simulated tasks take their calibrated times: a shape nobody calibrated would stop StarPU in the middle.
+  bool calibrated = false;
+  std::string have;
+  for (const auto& c : machine.value("calibrations", nlohmann::json::array())) {
+    have += fmt::format("{}{} batch {} tiles {} conv {} fusion {}", have.empty() ? "" : "; ", c.value("model", ""),
+                        c.value("batch_size", 0), c.value("tiles", 0), c.value("conv", ""), c.value("fusion", ""));
+    calibrated = calibrated || (c.value("model", "") == a.model && c.value("batch_size", 0) == a.batch_size &&
+                                c.value("tiles", 0) == a.tiles && c.value("conv", "") == a.conv &&
+                                c.value("fusion", "") == a.fusion);
+  }
+  if (!calibrated) {
+    throw InvalidArgument(fmt::format(
+        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {} (it has: {}), expected "
+        "`dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {} --out {}` first",
+        dir.string(), a.model, a.batch_size, a.tiles, a.conv, a.fusion, have.empty() ? "none" : have, a.model,
+        a.batch_size, a.tiles, a.conv, a.fusion, dir.string()));
+  }
+  fmt::print("dtnn simulate: SimGrid, {} on machine {} ({}); codelets do not run and buffers hold nothing, so "
+             "there is no loss, metric, checkpoint or evaluation\n",
+             a.model, dir.string(), machine.value("cpu", std::string("?")));
+  // A machine we do not have: a folder derived from the calibrated one for the life of this run.
+  struct Derived {
+    fs::path dir;
+    ~Derived() {
+      std::error_code ignored;
+      if (!dir.empty()) fs::remove_all(dir, ignored);
+    }
+  } derived;
+  if (a.cpus > 0 || a.cpu_speed != 1.0) {
+    derived.dir = fs::temp_directory_path() / fmt::format("dtnn-target-{}", ::getpid());
+    dtnn::runtime::derive_machine_folder(dir, derived.dir, dtnn::runtime::TargetMachine{a.cpus, a.cpu_speed});
+    dtnn::runtime::use_machine_folder(derived.dir, 0);
+    fmt::print("target machine: {} CPU cores at {} times the calibrated cores' speed\n",
+               a.cpus > 0 ? fmt::format("{}", a.cpus) : "the calibrated machine's", a.cpu_speed);
+  }
+  const int cpus = dtnn::runtime::machine_cpus(derived.dir.empty() ? dir : derived.dir);
+  if (a.workers > cpus) {
+    throw InvalidArgument(fmt::format("--workers {}: the machine has {} CPU cores, expected at most {} (or a target "
+                                      "machine with more: --cpus N)",
+                                      a.workers, cpus, cpus));
+  }
+  if (a.ranks > 1) {
+    fmt::print("{} data-parallel ranks: this rank's graph, each gradient bucket's allreduce timed as a ring over "
+               "links of {} Gb/s and {} us (no byte moves)\n",
+               a.ranks, a.link_gbps, a.link_latency_us);
+  }
+  const StepOutcome out = run_step_args(a);
+  const dtnn::StepRunResult& r = out.result;
+  fmt::print("{}\npredicted ", out.engine);
+  print_step_result(r, a.batch_size * a.ranks);
+  const double per_step_ms = out.network_busy_s * 1e3 / static_cast<double>(a.steps);
+  if (a.ranks > 1) {
+    fmt::print("  network: {} allreduces, {:.2f} ms a step (hidden or not; compare with --ranks 1 for the exposed "
+               "part)\n",
+               out.allreduces, per_step_ms);
+  }
+  if (!a.trace.empty()) fmt::print("Trace: {} (simulated times)\n", a.trace);
+  if (!a.report.empty()) {
+    nlohmann::json doc = step_result_json(a, r);
+    doc["machine"] = fs::absolute(dir).string();
+    doc["simulated"] = true;
+    doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}};
+    doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
+                      {"bucket_mb", a.bucket_mb}, {"allreduces", out.allreduces},
+                      {"allreduce_ms_per_step", per_step_ms}};
+    dtnn::runtime::write_text_file(a.report, doc.dump(2) + "\n", "report");
+  }
+  return 0;
+}
+
+void add_step_options(CLI::App* app, StepArgs& a) {
+  app->add_option("--model", a.model, "model name (see `dtnn models`)")->capture_default_str();
+  app->add_option("--batch-size", a.batch_size, "samples per step")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--tiles", a.tiles, "batch tiles: tasks per layer and pass")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app->add_option("--workers", a.workers, "CPU workers")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--scheduler", a.scheduler, "StarPU scheduler (lws, dmdas, ...)")->capture_default_str();
+  app->add_option("--priorities", a.priorities, "on: dtnn's task priorities; off: every task at 0")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app->add_option("--conv", a.conv, "convolution algorithm: convgemm or im2col")
+      ->check(CLI::IsMember({"convgemm", "im2col"}))
+      ->capture_default_str();
+  app->add_option("--fusion", a.fusion, "on or off (see dtnn train --help)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app->add_option("--steps", a.steps, "training steps, warm-up included")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--warmup", a.warmup, "first steps left out of the times")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app->add_option("--seed", a.seed, "seed of the weights and the synthetic samples")->capture_default_str();
+  app->add_option("--trace", a.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
+  app->add_option("--report", a.report, "write the times and the workers' utilisation as JSON");
 }
 
 void add_run_options(CLI::App* app, RunArgs& a) {
@@ -660,6 +924,13 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
 
 }  // namespace
 
+#ifdef DTNN_SIMGRID
+// starpu.h renames main into starpu_main in a SimGrid StarPU, whose own main then starts SimGrid before this one
+// runs, from the platform of STARPU_HOME. dtnn keeps its main: the engine's starpu_init starts SimGrid and
+// attaches this thread, once `dtnn simulate --machine` has chosen the folder.
+#undef main
+#endif
+
 int main(int argc, char** argv) {
   CLI::App app{"dtnn: train neural networks whose every step is a StarPU task graph"};
   app.require_subcommand(1);
@@ -697,6 +968,46 @@ int main(int argc, char** argv) {
   convert->add_option("--data-dir", convert_dir, "folder of the IDX or CIFAR files");
   convert->add_option("--output", convert_output, "the HDF5 file to write")->required();
 
+  StepArgs cal;
+  cal.steps = 20;
+  cal.workers = 2;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "run steps of a model (synthetic data) with StarPU's performance models calibrating into a "
+                   "machine folder, for dtnn simulate");
+  add_step_options(calibrate, cal);
+  calibrate->add_option("--out", cal.folder, "the machine folder (created; models of several runs accumulate)")
+      ->required();
+
+  StepArgs sim;
+  CLI::App* simulate = app.add_subcommand(
+      "simulate", "predicted step time, images/s and worker utilisation of a model on a calibrated machine "
+                  "(SimGrid; the DTNN_SIMGRID build)");
+  add_step_options(simulate, sim);
+  simulate->add_option("--machine", sim.folder, "a machine folder (dtnn calibrate --out)")->required();
+  simulate->add_option("--cpus", sim.cpus, "CPU cores of the target machine (0: the calibrated machine's)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  simulate->add_option("--cpu-speed", sim.cpu_speed, "the target's cores against the calibrated ones (2: twice as "
+                                                   "fast; every task's calibrated time is divided by it)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  simulate->add_option("--ranks", sim.ranks, "data-parallel ranks (one simulated; the others' allreduces on a "
+                                             "simulated network)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  simulate->add_option("--link-gbps", sim.link_gbps, "bandwidth of each node's link, Gb/s")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  simulate->add_option("--link-latency-us", sim.link_latency_us, "latency of a message between two nodes, us")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  simulate->add_option("--bucket-mb", sim.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  simulate->add_option("--tail-buckets", sim.tail_buckets, "as dtnn train --tail-buckets")
+      ->check(CLI::IsMember({0, 1}))
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
@@ -711,6 +1022,8 @@ int main(int argc, char** argv) {
     if (*schedulers) return run_schedulers();
     if (*summary) return run_summary(summary_model);
     if (*convert) return run_convert(convert_dataset, convert_dir, convert_output);
+    if (*calibrate) return run_calibrate(cal);
+    if (*simulate) return run_simulate(sim);
   } catch (const InvalidArgument& err) {
     fmt::print(stderr, "dtnn: error: {}\n", err.what());
     return 2;

@@ -30,7 +30,7 @@ struct Parameter {
 // BatchNorm statistics over every rank's rows of the batch (synchronised BatchNorm in data-parallel training):
 // the per-sample partial sums are gathered from all ranks through the communicator's thread.
 struct BatchSync {
-  runtime::Communicator* reducer = nullptr;
+  runtime::Collectives* reducer = nullptr;
   std::vector<std::int64_t> rows_per_rank;  // this step's rows on each rank, in rank order
 };
 

@@ -127,7 +127,9 @@ TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions o
   for (const NamedParameter& p : model.named_parameters()) {
     parameter_elements_ += static_cast<std::size_t>(p.parameter->value.numel());
   }
-  world_ = options_.data_parallel_.mpi != nullptr ? options_.data_parallel_.mpi->size() : 1;
+  // The collectives' ranks: MPI's world, or the simulated ranks of a simulation (which has no MPI).
+  const DataParallel& dp = options_.data_parallel_;
+  world_ = dp.communicator != nullptr ? dp.communicator->ranks() : dp.mpi != nullptr ? dp.mpi->size() : 1;
 }
 
 void TrainStep::submit(StepSlot& s, const StepBatch& b) {
@@ -157,7 +159,7 @@ void TrainStep::submit(StepSlot& s, const StepBatch& b) {
 }
 
 void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
-  runtime::Communicator* comm = options_.data_parallel_.communicator;
+  runtime::Collectives* comm = options_.data_parallel_.communicator;
   BucketPolicy buckets(options_.data_parallel_.buckets);
   std::vector<NamedParameter> waiting;  // gradients of the open bucket, whose updates wait for its sum
   auto sum_waiting = [&] {

@@ -21,6 +21,7 @@
 #include "models/buckets.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
+#include "runtime/collectives.hpp"
 #include "runtime/communicator.hpp"
 #include "runtime/mpi.hpp"
 
@@ -30,7 +31,7 @@ namespace dtnn {
 // summed over the ranks by the communicator in buckets, metrics averaged over the ranks.
 struct DataParallel {
   const runtime::Mpi* mpi = nullptr;                // null or a world of one: no communication
-  runtime::Communicator* communicator = nullptr;    // required when the world has several ranks
+  runtime::Collectives* communicator = nullptr;     // required when the world has several ranks
   int drop_last = 0;                                // 1: drop a last global batch smaller than the others
   int sync_batchnorm = 0;                           // 1: BatchNorm statistics over every rank's rows
   BucketOptions buckets{};                          // which gradients are summed together

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/collectives.hpp"
 #include "runtime/mpi.hpp"
 #include "runtime/mpi_transport.hpp"
 #include "runtime/tensor.hpp"
@@ -45,7 +46,7 @@ struct CommunicatorOptions {
   int cuda_device_ = 0;  // kNccl: the CUDA device of this rank's worker
 };
 
-class Communicator {
+class Communicator : public Collectives {
  public:
   // Collective over the world: every rank creates its communicator at the same point (NCCL sets up its own
   // communicator here). Throws InvalidArgument for kNccl in a build without CUDA or without a CUDA worker on the
@@ -53,30 +54,31 @@ class Communicator {
   Communicator(const Mpi& mpi, CommunicatorOptions options);
   // Sums travel through `sums` (a transport of the caller's; the all-gathers stay on MPI).
   Communicator(const Mpi& mpi, std::unique_ptr<Transport> sums, AllreduceMode mode);
-  ~Communicator();
+  ~Communicator() override;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
   // Sums the tensors (untiled) over the ranks, in place, as one collective named `name`: it starts once every
   // task submitted so far on them is done (kBlocking: once the step ended and all its sums are ready), and the
   // tasks submitted on them afterwards wait for it. Every rank must issue the same collectives in the same order.
-  void sum(const std::vector<Tensor*>& tensors, const std::string& name);
+  void sum(const std::vector<Tensor*>& tensors, const std::string& name) override;
   // The step's sums are all issued (kBlocking starts them now).
-  void end_step();
+  void end_step() override;
 
   // Gathers every rank's rows of `local` (all its tiles, contiguous) into `global` (one tile), rank after rank:
   // rows_per_rank[r] rows of row_elements values from rank r. In the same FIFO as the sums, but started as soon
   // as local is final, whatever the mode: the forward pass waits for it (BatchNorm statistics over the ranks'
   // whole batch).
   void all_gather(const Tensor& local, Tensor& global, const std::vector<std::int64_t>& rows_per_rank,
-                  const std::string& name);
+                  const std::string& name) override;
 
   // Waits until every collective issued so far has completed, then does check().
-  void wait_idle();
+  void wait_idle() override;
   // Throws dtnn::RuntimeError naming this rank and the cause when the communication thread failed (its start, or
   // the start of a collective). From then on it releases the tensors of every collective without communicating,
   // so that the task graph drains, and sum, end_step and all_gather throw.
-  void check() const;
+  void check() const override;
+  [[nodiscard]] int ranks() const override { return mpi_.size(); }
 
   [[nodiscard]] AllreduceMode mode() const { return mode_; }
 

@@ -18,6 +18,7 @@
 #include "runtime/cuda.hpp"
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/machine.hpp"
 #include "runtime/mpi.hpp"
 #include "runtime/sched.hpp"
 
@@ -166,7 +167,17 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   conf.sched_policy = starpu_policy_for(scheduler);
   conf.sched_policy_name = conf.sched_policy == nullptr ? scheduler.c_str() : nullptr;
   // Workers are bound to cores; the submitting thread must not steal a core from them.
+#ifdef DTNN_SIMGRID
+  // A SimGrid StarPU starts SimGrid in starpu_initialize and reads SimGrid's options from the arguments, which it
+  // needs (starpu_init passes none and crashes there).
+  static char program[] = "dtnn";
+  static char* arguments[] = {program, nullptr};
+  int argc = 1;
+  char** argv = arguments;
+  const int rc = starpu_initialize(&conf, &argc, &argv);
+#else
   const int rc = starpu_init(&conf);
+#endif
   if (rc != 0) {
     throw RuntimeError(fmt::format("Engine: starpu_init failed ({}), scheduler '{}', {} CPU workers", rc,
                                    options_.scheduler_, conf.ncpus));
@@ -227,7 +238,7 @@ std::string Engine::describe() const {
   }
   const int threads = cpu_workers_ + cuda_workers_;
   const std::string unbound =
-      threads > cores_ ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
+      threads > cores_ && !simulated() ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
   const std::string fxt = fxt_file_.empty() ? "" : fmt::format("; FxT trace {}", fxt_file_);
   return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}; BLIS {} '{}' ({}){}", major, minor, release,
                      options_.scheduler_, cpu_workers_, unbound, gpus, blis.version, blis.arch, blis.reason, fxt);

@@ -5,13 +5,16 @@
 # neither FxT (so none of StarPU's trace tools work) nor CUDA; this one has up to 256 CPU workers, FxT (off at
 # run time unless `dtnn train --fxt DIR`), StarPU-MPI, and CUDA where nvcc exists.
 #
-#   scripts/build_starpu.sh [--cuda auto|on|off] [--maxbuffers N] [--print-prefix]
+#   scripts/build_starpu.sh [--cuda auto|on|off] [--maxbuffers N] [--simgrid] [--print-prefix]
 #
 #   --cuda auto    CUDA when nvcc is at $CUDA_HOME/bin/nvcc (default /usr/local/cuda); on requires it; off never
 #   --maxbuffers N STARPU_NMAXBUFS, the buffers one task may name (Debian's 8; default 8, see docs/design.md)
+#   --simgrid      the simulation variant (docs/simulation.md): StarPU's --enable-simgrid on Debian's
+#                  libsimgrid-dev (3.32), where codelets do not run and time is SimGrid's; no CUDA, FxT or MPI
 #   --print-prefix print the prefix these options build into, and build nothing
 #
-# The prefix is $DTNN_STARPU_PREFIX, else /opt/dtnn/starpu-<version>[-cuda<version>]-fxt[-nbufs<N>]. A prefix
+# The prefix is $DTNN_STARPU_PREFIX, else /opt/dtnn/starpu-<version>[-cuda<version>]-fxt[-nbufs<N>], or
+# /opt/dtnn/starpu-<version>-simgrid[-nbufs<N>] with --simgrid. A prefix
 # whose stamp file records the same StarPU version, CUDA version, options and patches is reused as it is; any
 # other is rebuilt (a prefix without our stamp is never touched). Each variant is one more option here and
 # one more prefix name, so variants live side by side.
@@ -24,14 +27,17 @@ me="build_starpu.sh"
 cuda_mode=auto
 maxbuffers=8
 print_prefix=0
+simgrid=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --cuda) cuda_mode="${2:-}"; shift 2 ;;
     --cuda=*) cuda_mode="${1#*=}"; shift ;;
     --maxbuffers) maxbuffers="${2:-}"; shift 2 ;;
     --maxbuffers=*) maxbuffers="${1#*=}"; shift ;;
+    --simgrid) simgrid=1; shift ;;
     --print-prefix) print_prefix=1; shift ;;
-    *) echo "$me: unknown option '$1', expected --cuda auto|on|off, --maxbuffers N or --print-prefix" >&2; exit 2 ;;
+    *) echo "$me: unknown option '$1', expected --cuda auto|on|off, --maxbuffers N, --simgrid or --print-prefix" >&2
+       exit 2 ;;
   esac
 done
 case "$cuda_mode" in
@@ -45,7 +51,13 @@ fi
 
 cuda="${CUDA_HOME:-/usr/local/cuda}"
 cuda_version=""
-if [ "$cuda_mode" != off ] && [ -x "$cuda/bin/nvcc" ]; then
+if [ "$simgrid" = 1 ] && [ "$cuda_mode" = on ]; then
+  echo "$me: --simgrid with --cuda on: the simulation variant has no CUDA (simulated GPUs need no CUDA), expected --cuda auto or off" >&2
+  exit 2
+fi
+if [ "$simgrid" = 1 ]; then
+  :
+elif [ "$cuda_mode" != off ] && [ -x "$cuda/bin/nvcc" ]; then
   cuda_version="$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
 elif [ "$cuda_mode" = on ]; then
   echo "$me: --cuda on but no nvcc at $cuda/bin/nvcc (set CUDA_HOME)" >&2
@@ -54,7 +66,11 @@ fi
 starpu_version="$(dpkg-query -W -f='${Version}' libstarpu-dev 2>/dev/null || true)"
 [ -n "$starpu_version" ] || starpu_version="1.3.10+dfsg-2"
 upstream="${starpu_version%%+*}"
-name="starpu-${upstream}${cuda_version:+-cuda$cuda_version}-fxt"
+if [ "$simgrid" = 1 ]; then
+  name="starpu-${upstream}-simgrid"
+else
+  name="starpu-${upstream}${cuda_version:+-cuda$cuda_version}-fxt"
+fi
 [ "$maxbuffers" = 8 ] || name+="-nbufs$maxbuffers"
 prefix="${DTNN_STARPU_PREFIX:-/opt/dtnn/$name}"
 if [ "$print_prefix" = 1 ]; then
@@ -72,8 +88,15 @@ options=(
   --prefix="$prefix"
   --enable-maxcpus=256
   --enable-maxbuffers="$maxbuffers"
-  --with-fxt
-  --enable-mpi
+)
+if [ "$simgrid" = 1 ]; then
+  # Simulation: tasks take the time of their performance models on SimGrid's hosts. StarPU-MPI under SimGrid
+  # needs a static StarPU and SMPI (docs/simulation.md); FxT is not needed to predict times.
+  options+=(--enable-simgrid --without-fxt --disable-mpi)
+else
+  options+=(--with-fxt --enable-mpi)
+fi
+options+=(
   # What dtnn does not use, left out to keep the build short (.ci/run builds it on a fresh machine):
   --disable-static
   --disable-opencl --disable-socl --disable-starpufft --disable-starpurm --disable-openmp
@@ -106,7 +129,13 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for p in dpkg-dev build-essential pkg-config python3 libhwloc-dev libfxt-dev libopenmpi-dev openmpi-bin; do
+packages=(dpkg-dev build-essential pkg-config python3 libhwloc-dev)
+if [ "$simgrid" = 1 ]; then
+  packages+=(libsimgrid-dev)
+else
+  packages+=(libfxt-dev libopenmpi-dev openmpi-bin)
+fi
+for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 # deb-src lines for bookworm main, when none are enabled yet.
@@ -203,8 +232,12 @@ echo "$me: configuring StarPU $starpu_version${cuda_version:+ with CUDA $cuda_ve
   echo "$me: configure failed (log above)" >&2
   exit 1
 }
-require_define STARPU_USE_FXT fxt "Debian's libfxt-dev"
-require_define STARPU_USE_MPI mpi "Debian's libopenmpi-dev"
+if [ "$simgrid" = 1 ]; then
+  require_define STARPU_SIMGRID simgrid "Debian's libsimgrid-dev"
+else
+  require_define STARPU_USE_FXT fxt "Debian's libfxt-dev"
+  require_define STARPU_USE_MPI mpi "Debian's libopenmpi-dev"
+fi
 [ -z "$cuda_version" ] || require_define STARPU_USE_CUDA cuda "CUDA at $cuda"
 echo "$me: building with $jobs jobs (configure took $((SECONDS - start)) s)" >&2
 make -s -j "$jobs" >make.log 2>&1 || {

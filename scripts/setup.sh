@@ -3,7 +3,7 @@
 # Installs every Debian package dtnn needs, builds it, and runs what was asked:
 #   scripts/setup.sh train   install, build, train the default CNN on Fashion-MNIST (one epoch) and test it
 #   scripts/setup.sh test    install, build, run the whole test suite (what CI runs), then the I/O tests again
-#                            under AddressSanitizer
+#                            under AddressSanitizer, then the simulation configuration (SimGrid) and its tests
 #   scripts/setup.sh build   install and build only
 #   scripts/setup.sh bench   install the benchmark peers too (python3-torch, oneDNN, matplotlib for the plots), then build
 #
@@ -15,13 +15,16 @@
 # configured with its CUDA codelets. DTNN_CUDA=0 never does (and its StarPU has no CUDA). `test` also builds the
 # CUDA configuration in build-cuda wherever nvcc exists, GPU or not, and runs its CUDA tests (they skip without
 # a GPU), so that it keeps compiling and linking.
+# Simulation: `test` also builds the SimGrid variant of StarPU (scripts/build_starpu.sh --simgrid, Debian's
+# libsimgrid-dev) and dtnn's simulation configuration against it in build-simgrid (DTNN_SIMGRID=ON: the program
+# and the simulation tests, docs/simulation.md); `simgrid` does only that.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 action="${1:-build}"
 case "$action" in
-  train|test|build|bench) ;;
-  *) echo "setup.sh: unknown action '$action', expected train, test, build or bench" >&2; exit 2 ;;
+  train|test|build|bench|simgrid) ;;
+  *) echo "setup.sh: unknown action '$action', expected train, test, build, bench or simgrid" >&2; exit 2 ;;
 esac
 
 packages=(
@@ -37,6 +40,9 @@ packages=(
 # The test suite checks PyTorch interchange (tools/*.py) with Debian's torch and h5py.
 if [ "$action" = test ] || [ "$action" = bench ]; then
   packages+=(python3 python3-torch python3-numpy python3-h5py)
+fi
+if [ "$action" = test ] || [ "$action" = simgrid ]; then
+  packages+=(libsimgrid-dev)
 fi
 # Debian's own StarPU only for bench/fxt_overhead.sh, which compares dtnn built against it with our build.
 if [ "$action" = bench ]; then
@@ -96,6 +102,20 @@ build_config() {
 }
 cuda_options=(-DDTNN_CUDA=ON -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc")
 
+# The simulation configuration: dtnn against the SimGrid StarPU, in build-simgrid; its tests simulate simplecnn on
+# the machine folder committed in tests/data (seconds).
+simgrid_config() {
+  local simgrid_prefix
+  simgrid_prefix="$(bash "$here/scripts/build_starpu.sh" --simgrid | tail -n 1)"
+  starpu_prefix="$simgrid_prefix" build_config "$here/build-simgrid" -DDTNN_SIMGRID=ON -DDTNN_CUDA=OFF \
+    -DDTNN_BUILD_BENCH=OFF
+  (cd "$here/build-simgrid" && ctest --output-on-failure --timeout 600)
+}
+if [ "$action" = simgrid ]; then
+  simgrid_config
+  exit 0
+fi
+
 build="$here/build"
 if [ "$use_cuda" = 1 ] && [ "$action" != test ]; then
   build_config "$build" "${cuda_options[@]}"
@@ -120,6 +140,7 @@ case "$action" in
         (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200 -R '^(cuda|runtime)$')
       fi
     fi
+    simgrid_config
     # Corrupt and truncated files (checkpoints, datasets) once more under AddressSanitizer and UBSan: a bad
     # file must give an error, never a memory error.
     asan="$here/build-asan"

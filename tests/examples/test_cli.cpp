@@ -458,6 +458,26 @@ TEST(CliTest, BenchmarkReportsThroughput) {
   EXPECT_NE(r.output.find("images/s without the first epoch"), std::string::npos) << r.output;
 }
 
+// A calibration for dtnn simulate (docs/simulation.md): the models of every codelet of the step and the platform
+// StarPU writes, under the folder's own host name; simulating needs the other build.
+TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
+  const fs::path dir = temp_path("machine");
+  const CliRun r = dtnn("calibrate --model simplecnn --batch-size 32 --steps 12 --workers 2 --out " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const fs::path sampling = dir / "starpu" / ".starpu" / "sampling";
+  EXPECT_TRUE(fs::exists(sampling / "bus" / "dtnn-machine.platform.v4.xml"));
+  EXPECT_TRUE(fs::exists(sampling / "codelets" / "45" / "conv2d_fwd_convgemm.dtnn-machine"));
+  EXPECT_TRUE(fs::exists(sampling / "codelets" / "45" / "softmax_xent_fwd_bwd.dtnn-machine"));
+  const auto doc = read_json(dir / "machine.json");
+  ASSERT_EQ(doc.at("calibrations").size(), 1u);
+  EXPECT_EQ(doc.at("calibrations")[0].at("model"), "simplecnn");
+  EXPECT_EQ(doc.at("calibrations")[0].at("batch_size"), 32);
+  const CliRun simulate = dtnn("simulate --machine " + dir.string());
+  EXPECT_EQ(simulate.status, 2) << simulate.output;
+  EXPECT_NE(simulate.output.find("DTNN_SIMGRID build"), std::string::npos) << simulate.output;
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, ModelsAndSummaryList) {
   const CliRun models = dtnn("models");
   EXPECT_EQ(models.status, 0);

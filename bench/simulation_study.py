@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Validation of `dtnn simulate` (docs/simulation.md): the step time SimGrid predicts from one calibration per model
+against the step time `dtnn train` measures on this machine, for 1 and 2 workers under lws and dmdas and for 2
+MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
+
+  bench/simulation_study.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10] [--reps 3] [--lock]
+                            [--out bench/results/simulation_study] [--scaling]
+
+Per model: `build/bin/dtnn calibrate` (2 workers, lws) into OUT/machines/<model>; then, alternating the
+configurations within each of --reps rounds, `dtnn train` on synthetic data (median step time after 2 warm-up
+steps, from the report's step_seconds) and `build-simgrid/bin/dtnn simulate` on that machine folder. The ranks'
+network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
+--lock takes /work/locks/quiet.lock around every timed command (calibration, real runs), one at a time.
+Writes OUT.json and OUT.md.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+REAL = os.path.join(ROOT, "build", "bin", "dtnn")
+SIM = os.path.join(ROOT, "build-simgrid", "bin", "dtnn")
+LOCK = "/work/locks/quiet.lock"
+# batch, tiles, calibration steps, measured steps
+SETUP = {
+    "simplecnn": (64, 2, 30, 30),
+    "resnet18_cifar10": (32, 2, 12, 16),
+    "vgg16_cifar10": (32, 2, 12, 16),
+}
+CONFIGS = [(1, "lws"), (2, "lws"), (1, "dmdas"), (2, "dmdas")]
+MPIRUN = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "-x",
+          "OMPI_MCA_btl_vader_single_copy_mechanism=none", "-x", "STARPU_SILENT"]
+
+
+def locked(cmd, lock):
+    return (["flock", LOCK] if lock else []) + cmd
+
+
+def run(cmd):
+    env = dict(os.environ, STARPU_SILENT="1")
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}")
+    return p.stdout
+
+
+def measure(model, workers, sched, ranks, a):
+    batch, tiles, _, steps = SETUP[model]
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        cmd = [REAL, "train", "--model", model, "--dataset", "synthetic", "--synthetic-samples",
+               str(batch * ranks * steps), "--batch-size", str(batch), "--steps-per-epoch", str(steps), "--epochs",
+               "1", "--tiles", str(tiles), "--workers", str(workers), "--scheduler", sched, "--no-test", "--quiet",
+               "--report", report.name]
+        run(locked((MPIRUN if ranks > 1 else []) + cmd, a.lock))
+        with open(report.name) as f:
+            doc = json.load(f)
+    # The steady state: the second half of the steps, without the last (it ends when every task has run). The
+    # first steps are no measure: after the first touches the driver runs ahead by its window of two steps while
+    # the backward passes catch up (resnet18_cifar10, 2 workers: 3502, 2266, 8, 9, 197, 479, 484 ms).
+    times = doc["step_seconds"]
+    return statistics.median(times[len(times) // 2:-1]) * 1e3
+
+
+def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
+    batch, tiles, _, _ = SETUP.get(model, (64, 2, 0, 0))
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        cmd = [SIM, "simulate", "--model", model, "--machine", machine, "--batch-size", str(batch), "--tiles",
+               str(tiles), "--workers", str(workers), "--scheduler", sched, "--steps", "12", "--warmup", "2",
+               "--report", report.name, *extra]
+        if ranks > 1:
+            cmd += ["--ranks", str(ranks), "--link-gbps", str(net["link_gbps"]), "--link-latency-us",
+                    str(net["link_latency_us"])]
+        run(cmd)
+        with open(report.name) as f:
+            return json.load(f)
+
+
+# Predictions for machines we do not have: nodes of 32 cores (this machine's cores, --cpu-speed 1), batch 32 per
+# node in 32 tiles (one sample per core), 25 MiB buckets, 1..64 nodes on a 100 Gb/s, 2 us network.
+SCALING_MODELS = ["resnet50", "vgg16"]
+SCALING_RANKS = [1, 2, 4, 8, 16, 32, 64]
+SCALING_NET = {"link_gbps": 100.0, "link_latency_us": 2.0}
+
+
+def scaling(a):
+    machines = os.path.join(os.path.dirname(a.out), "machines")
+    rows = []
+    for model in SCALING_MODELS:
+        machine = os.path.join(machines, f"{model}-b32-t32")
+        if not os.path.exists(os.path.join(machine, "machine.json")):
+            print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, "--batch-size", "32", "--tiles",
+                              "32", "--workers", "2", "--steps", "12", "--warmup", "2"], a.lock)), flush=True)
+        base = None
+        for ranks in SCALING_RANKS:
+            with tempfile.NamedTemporaryFile(suffix=".json") as report:
+                cmd = [SIM, "simulate", "--model", model, "--machine", machine, "--batch-size", "32", "--tiles", "32",
+                       "--cpus", "32", "--workers", "32", "--scheduler", "lws", "--steps", "6", "--warmup", "2",
+                       "--report", report.name]
+                if ranks > 1:
+                    cmd += ["--ranks", str(ranks), "--link-gbps", str(SCALING_NET["link_gbps"]), "--link-latency-us",
+                            str(SCALING_NET["link_latency_us"])]
+                run(cmd)
+                with open(report.name) as f:
+                    doc = json.load(f)
+            step = doc["step_ms"]
+            base = base or step
+            net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0
+            rows.append({"model": model, "ranks": ranks, "step_ms": step, "images_per_second":
+                         doc["images_per_second"], "allreduce_ms_per_step": net, "exposed_ms": step - base,
+                         "efficiency": base / step})
+            print(f"{model:10} {ranks:3} nodes: step {step:9.1f} ms, {doc['images_per_second']:9.1f} images/s, "
+                  f"allreduce {net:7.1f} ms a step, exposed {step - base:7.1f} ms, efficiency "
+                  f"{100 * base / step:5.1f}%", flush=True)
+    with open(a.out + "_scaling.json", "w") as f:
+        json.dump({"network": SCALING_NET, "rows": rows}, f, indent=1)
+    with open(a.out + "_scaling.md", "w") as f:
+        f.write("Nodes of 32 simulated cores (this machine's, calibrated here), batch 32 per node in 32 tiles, lws, "
+                f"25 MiB buckets, ring allreduce over {SCALING_NET['link_gbps']:.0f} Gb/s links of "
+                f"{SCALING_NET['link_latency_us']:.0f} us\n\n")
+        f.write("| model | nodes | step ms | images/s | allreduce ms a step | exposed ms | efficiency |\n"
+                "|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            f.write(f"| {r['model']} | {r['ranks']} | {r['step_ms']:.1f} | {r['images_per_second']:.1f} | "
+                    f"{r['allreduce_ms_per_step']:.1f} | {r['exposed_ms']:.1f} | {100 * r['efficiency']:.1f}% |\n")
+    print(f"wrote {a.out}_scaling.json and .md")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="simplecnn,resnet18_cifar10,vgg16_cifar10")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--lock", action="store_true")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "simulation_study"))
+    p.add_argument("--scaling", action="store_true", help="only the predictions: resnet50 and vgg16 on 1..64 "
+                   "nodes of 32 cores")
+    a = p.parse_args()
+    if a.scaling:
+        scaling(a)
+        return
+    models = a.models.split(",")
+    machines = os.path.join(os.path.dirname(a.out), "machines")
+    cpu = run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; grep -m1 'cpu family' /proc/cpuinfo; "
+                          "grep -m1 '^model' /proc/cpuinfo; nproc"]).split("\n")
+    rows = []
+    net = json.loads(run(locked(MPIRUN + [os.path.join(ROOT, "build", "bin", "allreduce_cost")], a.lock))
+                     .strip().splitlines()[-1])
+    print(f"network (MPI_Allreduce, 2 ranks here): {net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us",
+          flush=True)
+    for model in models:
+        batch, tiles, cal_steps, _ = SETUP[model]
+        machine = os.path.join(machines, f"{model}")
+        run(["rm", "-rf", machine])
+        print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, "--batch-size", str(batch),
+                          "--tiles", str(tiles), "--workers", "2", "--steps", str(cal_steps)], a.lock)),
+              flush=True)
+        configs = [(w, s, 1) for w, s in CONFIGS] + [(1, "lws", 2)]
+        measured = {c: [] for c in configs}
+        for rep in range(a.reps):
+            for c in (configs if rep % 2 == 0 else list(reversed(configs))):
+                measured[c].append(measure(model, c[0], c[1], c[2], a))
+                print(f"  {model} {c}: {measured[c][-1]:.1f} ms", flush=True)
+        for c in configs:
+            doc = simulate(model, machine, c[0], c[1], c[2], net)
+            real = statistics.median(measured[c])
+            pred = doc["step_ms"]
+            rows.append({"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
+                         "tiles": tiles, "measured_ms": real, "measured_runs_ms": measured[c],
+                         "predicted_ms": pred, "error": pred / real - 1.0,
+                         "predicted_utilisation": [w["utilisation"] for w in doc["worker_use"]]})
+            print(f"{model:18} {c[2]}x{c[0]} {c[1]:6} measured {real:8.1f} ms  predicted {pred:8.1f} ms  "
+                  f"error {100 * (pred / real - 1):+6.1f}%", flush=True)
+    # Rows of the models not run this time are kept from an earlier run.
+    if os.path.exists(a.out + ".json"):
+        with open(a.out + ".json") as f:
+            rows = [r for r in json.load(f)["rows"] if r["model"] not in models] + rows
+    doc = {"cpu": cpu, "network": net, "rows": rows}
+    with open(a.out + ".json", "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(a.out + ".md", "w") as f:
+        f.write(f"CPU: {', '.join(x for x in cpu if x)}; network of the ranks (MPI_Allreduce here, fitted): "
+                f"{net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us\n\n")
+        f.write("| model | batch | ranks x workers | scheduler | measured ms (median) | runs | predicted ms | "
+                "error |\n|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
+                    f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
+                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% |\n")
+    print(f"wrote {a.out}.json and .md")
+
+
+if __name__ == "__main__":
+    main()

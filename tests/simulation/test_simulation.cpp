@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+// The simulation build (DTNN_SIMGRID) as a user runs it: `dtnn simulate` on the machine folder committed in
+// tests/data/machine-zen5 (a `dtnn calibrate` of simplecnn on this project's 2-core AMD EPYC Zen 5 (family 26)), each run its
+// own process (SimGrid starts once per process). A simulation is deterministic: the same prediction twice.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status;
+  std::string output;
+};
+
+CliRun dtnn(const std::string& args) {
+  const char* bin = std::getenv("DTNN_BIN");
+  const std::string cmd =
+      "STARPU_SILENT=1 " + std::string(bin != nullptr ? bin : DTNN_BINARY_DIR "/bin/dtnn") + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
+  const int rc = pclose(pipe);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+fs::path temp_path(const std::string& name) {
+  return fs::temp_directory_path() / ("dtnn-sim-" + std::to_string(::getpid()) + "-" + name);
+}
+
+// A copy of the committed machine folder: StarPU may write into its home.
+fs::path machine_copy(const std::string& name) {
+  const fs::path dir = temp_path(name);
+  fs::remove_all(dir);
+  fs::copy(fs::path(DTNN_SOURCE_DIR) / "tests" / "data" / "machine-zen5", dir, fs::copy_options::recursive);
+  return dir;
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+const std::string kRun = "simulate --model simplecnn --batch-size 64 --steps 8 --warmup 2 ";
+
+TEST(SimulationTest, SameMachineSameOptionsGiveTheSamePrediction) {
+  const fs::path machine = machine_copy("same");
+  double first = 0.0;
+  for (int run = 0; run < 2; ++run) {
+    const fs::path report = temp_path("same-" + std::to_string(run) + ".json");
+    const CliRun r = dtnn(kRun + "--tiles 2 --workers 2 --scheduler dmdas --machine " + machine.string() + " --report " +
+                          report.string());
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("codelets do not run"), std::string::npos) << r.output;
+    const auto doc = read_json(report);
+    fs::remove(report);
+    EXPECT_EQ(doc.at("simulated"), true);
+    const double step_ms = doc.at("step_ms");
+    EXPECT_GT(step_ms, 0.0);
+    ASSERT_EQ(doc.at("worker_use").size(), 2u);
+    for (const auto& w : doc.at("worker_use")) {
+      EXPECT_GT(w.at("utilisation").get<double>(), 0.0);
+      EXPECT_LE(w.at("utilisation").get<double>(), 1.0 + 1e-9);
+    }
+    if (run == 0) {
+      first = step_ms;
+    } else {
+      EXPECT_EQ(step_ms, first) << "a simulation must be deterministic";
+    }
+  }
+  fs::remove_all(machine);
+}
+
+TEST(SimulationTest, MoreWorkersArePredictedFasterAndTheTraceHasSimulatedTasks) {
+  const fs::path machine = machine_copy("workers");
+  double step_ms[2] = {0.0, 0.0};
+  const fs::path trace = temp_path("trace.json");
+  for (int workers : {1, 2}) {
+    const fs::path report = temp_path("w" + std::to_string(workers) + ".json");
+    const CliRun r = dtnn(kRun + "--tiles 2 --scheduler lws --workers " + std::to_string(workers) + " --machine " +
+                          machine.string() + " --report " + report.string() +
+                          (workers == 2 ? " --trace " + trace.string() : ""));
+    ASSERT_EQ(r.status, 0) << r.output;
+    step_ms[workers - 1] = read_json(report).at("step_ms");
+    fs::remove(report);
+  }
+  EXPECT_LT(step_ms[1], step_ms[0]);
+  const auto events = read_json(trace).at("traceEvents");
+  fs::remove(trace);
+  int tasks = 0;
+  for (const auto& e : events) {
+    if (e.value("ph", "") == "X") ++tasks;
+  }
+  EXPECT_GT(tasks, 100);
+  fs::remove_all(machine);
+}
+
+double simulated_step_ms(const fs::path& machine, const std::string& options) {
+  const fs::path report = temp_path("step.json");
+  const CliRun r = dtnn(kRun + "--machine " + machine.string() + " --report " + report.string() + " " + options);
+  EXPECT_EQ(r.status, 0) << r.output;
+  if (r.status != 0) return 0.0;
+  const double ms = read_json(report).at("step_ms");
+  fs::remove(report);
+  return ms;
+}
+
+TEST(SimulationTest, TargetMachinesScaleTheCalibratedTimes) {
+  const fs::path machine = machine_copy("target");
+  const double calibrated = simulated_step_ms(machine, "--workers 2");
+  // Every task twice as fast on a machine without transfers: half the step, but for what StarPU's simulation
+  // charges each task whatever its length (submission, fetching its input: about 1% of simplecnn's step).
+  const double twice = simulated_step_ms(machine, "--workers 2 --cpu-speed 2");
+  EXPECT_NEAR(twice, calibrated / 2, calibrated * 0.02);
+  // Eight simulated cores where two were calibrated: more workers than the 2 tiles can use, no slower.
+  const double eight = simulated_step_ms(machine, "--workers 8 --cpus 8");
+  EXPECT_GT(eight, 0.0);
+  EXPECT_LE(eight, calibrated * 1.05);
+  // Two ranks on a slow network take longer than one.
+  const double ranks = simulated_step_ms(machine, "--workers 2 --ranks 2 --link-gbps 1 --link-latency-us 50");
+  EXPECT_GT(ranks, calibrated);
+  fs::remove_all(machine);
+}
+
+TEST(SimulationTest, BadMachineFolderAndRealCommandsAreRefused) {
+  const fs::path machine = machine_copy("bad");
+  const CliRun tiles = dtnn(kRun + "--tiles 3 --machine " + machine.string());
+  EXPECT_EQ(tiles.status, 2) << tiles.output;
+  EXPECT_NE(tiles.output.find("no calibration of simplecnn with batch 64, 3 tiles"), std::string::npos)
+      << tiles.output;
+  const CliRun workers = dtnn(kRun + "--workers 3 --machine " + machine.string());
+  EXPECT_EQ(workers.status, 2) << workers.output;
+  EXPECT_NE(workers.output.find("--workers 3"), std::string::npos) << workers.output;
+  fs::remove_all(machine);
+
+  const CliRun missing = dtnn(kRun + "--machine /nonexistent-machine");
+  EXPECT_EQ(missing.status, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--machine: '/nonexistent-machine' is not a folder"), std::string::npos)
+      << missing.output;
+  const fs::path empty = temp_path("empty");
+  fs::create_directories(empty);
+  const CliRun uncalibrated = dtnn(kRun + "--machine " + empty.string());
+  EXPECT_EQ(uncalibrated.status, 2) << uncalibrated.output;
+  EXPECT_NE(uncalibrated.output.find("holds no calibration"), std::string::npos) << uncalibrated.output;
+  fs::remove_all(empty);
+  const CliRun train = dtnn("train --steps-per-epoch 1 --dataset synthetic");
+  EXPECT_EQ(train.status, 2) << train.output;
+  EXPECT_NE(train.output.find("simulation build"), std::string::npos) << train.output;
+}
+
+}  // namespace
