@@ -170,9 +170,11 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 #ifdef DTNN_SIMGRID
   // A SimGrid StarPU starts SimGrid in starpu_initialize and reads SimGrid's options from the arguments, which it
   // needs (starpu_init passes none and crashes there).
+  // SimGrid's INFO lines (platform version, configuration changes) are left out; warnings stay.
   static char program[] = "dtnn";
-  static char* arguments[] = {program, nullptr};
-  int argc = 1;
+  static char quiet[] = "--log=root.thres:warning";
+  static char* arguments[] = {program, quiet, nullptr};
+  int argc = 2;
   char** argv = arguments;
   const int rc = starpu_initialize(&conf, &argc, &argv);
 #else
