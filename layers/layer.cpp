@@ -87,7 +87,8 @@ Parameter& Layer::add_parameter(std::string name, Shape shape) {
   auto p = std::make_unique<Parameter>();
   p->name = std::move(name);
   p->value = Tensor(shape);
-  p->grad = Tensor(shape);
+  // Transient: the training step releases the gradient once its update has read it (TrainStep).
+  p->grad = Tensor(shape, 1, Storage::kTransient);
   params_.push_back(std::move(p));
   return *params_.back();
 }

@@ -170,8 +170,13 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
     }
     comm->sum(grads, name);
   };
+  // The update is a gradient's last reader (after the tile sum and the sum over the ranks): its memory goes back.
+  auto update = [&](const NamedParameter& p) {
+    optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+    p.parameter->grad.discard();
+  };
   auto submit_updates = [&] {
-    for (const NamedParameter& p : waiting) optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+    for (const NamedParameter& p : waiting) update(p);
     waiting.clear();
   };
   std::size_t to_come = parameter_elements_;  // gradient elements of the layers whose backward is still to come
@@ -181,7 +186,7 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
       to_come -= elements;
       if (comm != nullptr && p.parameter->reduced_over_ranks) {
         // Already summed over the ranks (synchronised BatchNorm): its update needs no bucket.
-        optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+        update(p);
         continue;
       }
       waiting.push_back(p);
