@@ -1,15 +1,19 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Training throughput of dtnn and PyTorch on the same models, side by side in one run.
+"""Training throughput and peak memory of dtnn and PyTorch on the same models, side by side in one run.
 
 For each model, both train the same architecture at the same batch size and thread count with SGD + momentum
 for the same number of steps; each run's first epoch is a warm-up and is not timed. Runs alternate between
-the two so that machine noise hits both; medians are reported with the ratio dtnn / PyTorch.
+the two so that machine noise hits both; medians are reported with the ratio dtnn / PyTorch. Peak memory is each
+process's peak resident set (ru_maxrss of the child, as /usr/bin/time -v reports it: the whole process, runtime
+and libraries included).
 
-  bench/compare_pytorch.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10] [--runs 3] [--steps 20]
-                           [--batch 64] [--threads 2] [--data synthetic|real] [--json FILE]
+  bench/compare_pytorch.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10,resnet50_imagenet] [--runs 3]
+                           [--steps 20] [--batch 64] [--imagenet-batch 16] [--threads 2] [--data synthetic|real]
+                           [--json FILE]
 
---data real trains simplecnn on Fashion-MNIST (the other models always use synthetic data of CIFAR shape).
+--data real trains simplecnn on Fashion-MNIST (the other models always use synthetic data: CIFAR shape, or
+224x224 with 1000 classes for the ImageNet models, at --imagenet-batch).
 PyTorch's CPU back end is Debian's python3-torch (oneDNN convolutions); OPENBLAS_CORETYPE is left as the
 machine sets it and printed.
 """
@@ -59,12 +63,36 @@ def resnet18():
         c = cout
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
 
+class Bottleneck(nn.Module):  # torchvision's resnet50 (v1.5: the stride on the 3x3 convolution)
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = 4 * width
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False); self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False); self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False); self.bn3 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)))
+        return torch.relu(self.bn3(self.conv3(y)) + self.shortcut(x))
+
+def resnet50():
+    layers, c = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)], 64
+    for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for b in range(blocks):
+            layers.append(Bottleneck(c, width, stride if b == 0 else 1))
+            c = 4 * width
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000))
+
 def simplecnn():
     return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1),
                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
-m = {'simplecnn': simplecnn, 'resnet18_cifar10': resnet18, 'vgg16_cifar10': vgg16}[model_name]()
-shape = (1, 28, 28) if model_name == 'simplecnn' else (3, 32, 32)
+m = {'simplecnn': simplecnn, 'resnet18_cifar10': resnet18, 'vgg16_cifar10': vgg16, 'resnet50_imagenet': resnet50}[model_name]()
+shape = {'simplecnn': (1, 28, 28), 'resnet50_imagenet': (3, 224, 224)}.get(model_name, (3, 32, 32))
+classes = 1000 if model_name.endswith('_imagenet') else 10
 n = steps * batch
 if data == 'real':
     d = '/usr/share/datasets/fashion-mnist/'
@@ -72,7 +100,10 @@ if data == 'real':
                      .reshape(-1, 1, 28, 28).astype(np.float32) / 255)
     y = torch.tensor(np.frombuffer(gzip.open(d + 'train-labels-idx1-ubyte.gz').read(), np.uint8, offset=8).astype(np.int64))
 else:
-    x, y = torch.rand(max(n, 1024), *shape), torch.randint(0, 10, (max(n, 1024),))
+    # Samples for the steps (at least 1024 of the small shapes; ImageNet's are 0.6 MB each, dtnn's benchmark makes
+    # as many).
+    count = max(n, 1024) if classes == 10 else n + batch
+    x, y = torch.rand(count, *shape), torch.randint(0, classes, (count,))
 opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
 m.train()
 def epoch():
@@ -90,32 +121,48 @@ print(steps * batch / (time.perf_counter() - t))
 """
 
 
-def run_dtnn(exe, model, steps, batch, threads, tiles, data, conv):
+def run_child(cmd, env=None):
+    """Runs cmd to completion; returns its stdout and its peak resident set in MiB (the child's own ru_maxrss)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd[:4])} ... exited with {child.returncode}:\n{err.read().decode(errors='replace')}")
+        out.seek(0)
+        return out.read().decode(), usage.ru_maxrss / 1024.0  # Linux: KiB
+
+
+def run_dtnn(exe, model, steps, batch, threads, tiles, data, conv, extra):
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
         dataset = ["--dataset", "fashion-mnist"] if data == "real" and model == "simplecnn" else \
-                  ["--dataset", "synthetic", "--synthetic-samples", str(max(steps * batch, 1024))]
+                  ["--dataset", "synthetic", "--synthetic-samples",
+                   str(max(steps * batch, 1024) if not model.endswith("_imagenet") else (steps + 1) * batch)]
         cmd = [exe, "benchmark", "--model", model, *dataset, "--epochs", "2", "--steps-per-epoch", str(steps),
                "--batch-size", str(batch), "--workers", str(threads), "--tiles", str(tiles), "--lr", "0.01",
-               "--momentum", "0.9", "--conv", conv, "--quiet", "--report", report.name]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, STARPU_SILENT="1"))
+               "--momentum", "0.9", "--conv", conv, "--quiet", "--report", report.name, *extra]
+        _, peak = run_child(cmd, env=dict(os.environ, STARPU_SILENT="1"))
         with open(report.name) as f:
             doc = json.load(f)
-    return doc["images_per_second_after_first_epoch"], doc["engine"]
+    return doc["images_per_second_after_first_epoch"], peak, doc["engine"]
 
 
 def run_torch(model, steps, batch, threads, data):
-    out = subprocess.run(["/usr/bin/python3", "-c", TORCH_CHILD, model, str(steps), str(batch), str(threads),
-                          "real" if data == "real" and model == "simplecnn" else "synthetic"],
-                         check=True, capture_output=True, text=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    out, peak = run_child(["/usr/bin/python3", "-c", TORCH_CHILD, model, str(steps), str(batch), str(threads),
+                           "real" if data == "real" and model == "simplecnn" else "synthetic"])
+    return float(out.strip().splitlines()[-1]), peak
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="simplecnn,resnet18_cifar10,vgg16_cifar10")
+    ap.add_argument("--models", default="simplecnn,resnet18_cifar10,vgg16_cifar10,resnet50_imagenet")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--imagenet-batch", type=int, default=16, help="batch of the *_imagenet models (224x224)")
+    ap.add_argument("--imagenet-steps", type=int, default=5, help="timed steps of the *_imagenet models")
+    ap.add_argument("--dtnn-args", default="", help="more options for dtnn benchmark, e.g. '--host-allocator pool'")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tiles", type=int, default=2)
     ap.add_argument("--conv", default="convgemm")
@@ -126,26 +173,39 @@ def main():
 
     import torch  # noqa: E402  (only for its version string)
     results, engine = {}, ""
+    med = statistics.median
     for model in a.models.split(","):
-        steps = a.steps if model != "simplecnn" else max(a.steps, 150)
-        ours, theirs = [], []
+        imagenet = model.endswith("_imagenet")
+        steps = a.imagenet_steps if imagenet else a.steps if model != "simplecnn" else max(a.steps, 150)
+        batch = a.imagenet_batch if imagenet else a.batch
+        ours, theirs, our_rss, their_rss = [], [], [], []
         for r in range(a.runs):
-            ips, engine = run_dtnn(a.dtnn, model, steps, a.batch, a.threads, a.tiles, a.data, a.conv)
+            ips, rss, engine = run_dtnn(a.dtnn, model, steps, batch, a.threads, a.tiles, a.data, a.conv,
+                                        a.dtnn_args.split())
             ours.append(ips)
-            theirs.append(run_torch(model, steps, a.batch, a.threads, a.data))
-            print(f"{model} run {r + 1}: dtnn {ours[-1]:9.1f} images/s   PyTorch {theirs[-1]:9.1f} images/s", flush=True)
-        results[model] = {"dtnn": ours, "pytorch": theirs, "steps": steps,
-                          "ratio": statistics.median(ours) / statistics.median(theirs)}
-    print(f"\nbatch {a.batch}, {a.threads} threads each, medians of {a.runs} runs, first epoch untimed")
-    print(f"dtnn: {engine}; --conv {a.conv}, --tiles {a.tiles}")
+            our_rss.append(rss)
+            ips, rss = run_torch(model, steps, batch, a.threads, a.data)
+            theirs.append(ips)
+            their_rss.append(rss)
+            print(f"{model} run {r + 1}: dtnn {ours[-1]:9.1f} images/s {our_rss[-1]:7.0f} MiB   "
+                  f"PyTorch {theirs[-1]:9.1f} images/s {their_rss[-1]:7.0f} MiB", flush=True)
+        results[model] = {"dtnn": ours, "pytorch": theirs, "steps": steps, "batch": batch,
+                          "ratio": med(ours) / med(theirs),
+                          "dtnn_peak_rss_mib": our_rss, "pytorch_peak_rss_mib": their_rss,
+                          "peak_rss_ratio": med(our_rss) / med(their_rss)}
+    print(f"\n{a.threads} threads each, medians of {a.runs} runs, first epoch untimed; peak RSS of each process")
+    print(f"dtnn: {engine}; --conv {a.conv}, --tiles {a.tiles} {a.dtnn_args}")
     print(f"PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}\n")
-    print(f"{'model':20} {'steps':>5} {'dtnn img/s':>11} {'PyTorch img/s':>14} {'ratio':>6}")
+    print(f"{'model':20} {'batch':>5} {'steps':>5} {'dtnn img/s':>11} {'PyTorch img/s':>14} {'ratio':>6} "
+          f"{'dtnn MiB':>9} {'PyTorch MiB':>12} {'ratio':>6}")
     for model, r in results.items():
-        print(f"{model:20} {r['steps']:5d} {statistics.median(r['dtnn']):11.1f} {statistics.median(r['pytorch']):14.1f} "
-              f"{r['ratio']:6.2f}")
+        print(f"{model:20} {r['batch']:5d} {r['steps']:5d} {med(r['dtnn']):11.1f} {med(r['pytorch']):14.1f} "
+              f"{r['ratio']:6.2f} {med(r['dtnn_peak_rss_mib']):9.0f} {med(r['pytorch_peak_rss_mib']):12.0f} "
+              f"{r['peak_rss_ratio']:6.2f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"results": results, "batch": a.batch, "threads": a.threads, "engine": engine}, f, indent=2)
+            json.dump({"results": results, "threads": a.threads, "engine": engine, "dtnn_args": a.dtnn_args}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ struct RunArgs {
   int tiles = 2;
   int workers = 0;
   std::string scheduler = "auto";
+  std::string host_allocator = dtnn::runtime::to_string(dtnn::runtime::kDefaultHostAllocator);
   std::string device = "auto";
   int gpus = -1;
   std::uint64_t seed = 0;
@@ -132,8 +133,12 @@ struct TrainArgs : RunArgs {
 // The engine for --device/--gpus/--workers/--scheduler. Under mpirun each rank takes one GPU (local rank modulo the
 // GPUs of the node). Tasks of codelets with a CUDA body then go where --device says.
 dtnn::runtime::EngineOptions engine_options(const RunArgs& a, int profiling, const dtnn::runtime::Mpi* mpi = nullptr) {
-  auto options =
-      dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(profiling).fxt_dir(a.fxt);
+  auto options = dtnn::runtime::EngineOptions()
+                     .scheduler(a.scheduler)
+                     .workers(a.workers)
+                     .profiling(profiling)
+                     .fxt_dir(a.fxt)
+                     .host_allocator(dtnn::runtime::parse_host_allocator(a.host_allocator, "--host-allocator"));
   const bool want_gpu = a.device == "cuda" || a.device == "all";
   if (want_gpu && !dtnn::runtime::built_with_cuda()) {
     throw InvalidArgument(fmt::format("--device {}: this build has no CUDA codelets, expected cpu (build the CUDA "
@@ -334,6 +339,7 @@ nlohmann::json run_facts(const TrainArgs& a, const dtnn::models::ModelInfo& info
       {"tiles", a.tiles},
       {"conv", a.conv},
       {"fusion", a.fusion},
+      {"host_allocator", dtnn::runtime::to_string(engine.host_allocator())},
       {"scheduler", engine.scheduler()},
       {"workers", engine.cpu_workers()},
       {"cuda_workers", engine.cuda_workers()},
@@ -433,7 +439,8 @@ int run_train(TrainArgs a, int benchmark) {
   if (!root) {
     return 0;
   }
-  dtnn::cli::print_train_summary(history, test);
+  const dtnn::cli::MemoryBreakdown memory = dtnn::cli::memory_breakdown(model, *optimizer);
+  dtnn::cli::print_train_summary(history, test, memory);
   if (!a.trace.empty()) {
     fmt::print("Trace: {} ({} events)\n", per_rank(a.trace, mpi), dtnn::runtime::Tracer::events().size());
   }
@@ -443,7 +450,7 @@ int run_train(TrainArgs a, int benchmark) {
   if (!a.report.empty()) {
     nlohmann::json run = run_facts(a, info, data, model, engine, *optimizer, mpi);
     run["step_seconds"] = step_timer->seconds();
-    dtnn::cli::write_train_report(a.report, std::move(run), history, test, checksums);
+    dtnn::cli::write_train_report(a.report, std::move(run), history, test, checksums, memory);
   }
   return 0;
 }
@@ -805,6 +812,11 @@ void add_run_options(CLI::App* app, RunArgs& a) {
   app->add_option("--scheduler", a.scheduler,
                   "StarPU scheduler (lws, dmdas, prio, eager, ...; auto: lws on CPUs, dmdas with GPUs) or one of "
                   "dtnn's own (dtnn-uprank; see `dtnn schedulers`)")
+      ->capture_default_str();
+  app->add_option("--host-allocator", a.host_allocator,
+                  "host memory of the activations and gradients (released at their last use): pool (best-fit, kept "
+                  "for reuse), system (malloc and free) or starpu (StarPU's cache of equal sizes)")
+      ->check(CLI::IsMember({"pool", "system", "starpu"}))
       ->capture_default_str();
   app->add_option("--device", a.device,
                   "where tasks run: cpu, cuda (GPUs; CPU-only tasks such as loading stay on CPUs), all (CPUs and "

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/host_memory.hpp"
 #include "runtime/text_file.hpp"
 
 namespace dtnn::cli {
@@ -37,7 +38,26 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-void print_train_summary(const History& history, const std::optional<EvalResult>& test) {
+MemoryBreakdown memory_breakdown(Sequential& model, Optimizer& optimizer) {
+  constexpr double kMiB = 1 << 20;
+  auto mib = [](const Tensor& t) { return t.defined() ? static_cast<double>(t.numel()) * sizeof(float) / kMiB : 0.0; };
+  MemoryBreakdown m;
+  for (const NamedParameter& p : model.named_parameters()) {
+    m.weights += mib(p.parameter->value);
+    m.gradients += mib(p.parameter->grad) + mib(p.parameter->tile_grads);
+    for (const auto& [name, tensor] : optimizer.state_of(*p.parameter).tensors) m.optimizer_state += mib(*tensor);
+  }
+  for (const NamedBuffer& b : model.named_buffers()) m.buffers += mib(b.buffer->value);
+  const runtime::HostMemoryStats host = runtime::host_memory_stats();
+  m.activations_peak = static_cast<double>(host.peak_in_use) / kMiB;
+  m.allocator_peak = static_cast<double>(host.peak_reserved) / kMiB;
+  m.allocations = host.allocations;
+  m.reused = host.reused;
+  m.peak_rss = peak_rss_mb();
+  return m;
+}
+
+void print_train_summary(const History& history, const std::optional<EvalResult>& test, const MemoryBreakdown& memory) {
   const double after_first = history.images_per_second_after_first();
   fmt::print("Training time: {:.2f} s ({:.2f} s per epoch), throughput {:.1f} images/s{}\n", history.train_seconds(),
              seconds_per_epoch(history), history.images_per_second(),
@@ -46,7 +66,12 @@ void print_train_summary(const History& history, const std::optional<EvalResult>
     fmt::print("Test accuracy: {:.2f}% (top-5 {:.2f}%, loss {:.4f}) on {} samples\n", 100.0 * test->accuracy,
                100.0 * test->top5_accuracy, test->loss, test->samples);
   }
-  fmt::print("Peak memory: {:.1f} MiB\n", peak_rss_mb());
+  const MemoryBreakdown& m = memory;
+  fmt::print("Peak memory: {:.1f} MiB (weights {:.1f}, gradients {:.1f}, optimizer state {:.1f}, buffers {:.1f}; "
+             "activations and their gradients at most {:.1f} live at once, allocator peak {:.1f}, {} of {} allocations "
+             "reused)\n",
+             m.peak_rss, m.weights, m.gradients, m.optimizer_state, m.buffers, m.activations_peak, m.allocator_peak,
+             m.reused, m.allocations);
 }
 
 void write_history(const std::string& file, const History& history) {
@@ -69,7 +94,8 @@ void write_history(const std::string& file, const History& history) {
 }
 
 void write_train_report(const std::string& file, nlohmann::json run, const History& history,
-                        const std::optional<EvalResult>& test, const std::vector<std::uint64_t>& checksums) {
+                        const std::optional<EvalResult>& test, const std::vector<std::uint64_t>& checksums,
+                        const MemoryBreakdown& memory) {
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : history.epochs) epochs.push_back(epoch_json(e));
   nlohmann::json all_checksums = nlohmann::json::array();
@@ -79,7 +105,15 @@ void write_train_report(const std::string& file, nlohmann::json run, const Histo
   run["seconds_per_epoch"] = seconds_per_epoch(history);
   run["images_per_second"] = history.images_per_second();
   run["images_per_second_after_first_epoch"] = std::isnan(after_first) ? nlohmann::json() : nlohmann::json(after_first);
-  run["peak_rss_mb"] = peak_rss_mb();
+  run["peak_rss_mb"] = memory.peak_rss;
+  run["memory_mb"] = {{"weights", memory.weights},
+                      {"gradients", memory.gradients},
+                      {"optimizer_state", memory.optimizer_state},
+                      {"buffers", memory.buffers},
+                      {"activations_peak", memory.activations_peak},
+                      {"allocator_peak", memory.allocator_peak},
+                      {"allocations", memory.allocations},
+                      {"reused", memory.reused}};
   run["weights_checksum"] = fmt::format("{:016x}", checksums.at(0));
   run["weights_checksums"] = all_checksums;
   run["history"] = epochs;

@@ -130,7 +130,7 @@ Shape Block::batched(std::int64_t n, const Shape& sample) {
 
 Tensor& Block::activation(const Tensor& x, std::size_t p, std::size_t i) {
   const Layer& layer = *paths_[p].layers_[i].second;
-  return scratch(x, slot_id(kActivation, p, i), batched(x.shape()[0], layer.output_shape()), x.tiles());
+  return scratch(x, slot_id(kActivation, p, i), batched(x.shape()[0], layer.output_shape()), x.tiles(), x.storage());
 }
 
 std::size_t Block::group_end(std::size_t p, std::size_t i) const {
@@ -175,14 +175,24 @@ void Block::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
       if (layers[i].second->absorbed()) continue;
       Tensor& out = activation(x, p, group_end(p, i) - 1);
       layers[i].second->forward(*a, out, ctx);
+      // In evaluation an activation's last reader is the next layer (transient ones give their memory back).
+      if (!ctx.training && a != &x) a->discard();
       a = &out;
     }
     outs.push_back(a);
   }
+  // In evaluation the paths' outputs die with the merge.
+  auto discard_outputs = [&] {
+    if (ctx.training) return;
+    for (const Tensor* out : outs) {
+      if (out != &x) out->discard();
+    }
+  };
   if (fused_path_ >= 0) {
     const auto p = static_cast<std::size_t>(fused_path_);
     auto& bn = static_cast<BatchNorm2d&>(*paths_[p].layers_.back().second);
     bn.forward_into_sum(*outs[p], *outs[1 - p], relu_, y, ctx);
+    discard_outputs();
     return;
   }
   const codelets::TaskTag tag{name(), ctx.priority};
@@ -195,6 +205,7 @@ void Block::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
       codelets::submit_add(tag, "add", outs, y, t);
     }
   }
+  discard_outputs();
 }
 
 void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
@@ -206,7 +217,7 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
     std::vector<Tensor*> slices;
     for (std::size_t p = 0; p < paths_.size(); ++p) {
       const Shape& out = paths_[p].layers_.empty() ? input_shape() : paths_[p].layers_.back().second->output_shape();
-      slices.push_back(&scratch(x, slot_id(kSlice, p, 0), batched(n, out), x.tiles()));
+      slices.push_back(&scratch(x, slot_id(kSlice, p, 0), batched(n, out), x.tiles(), x.storage()));
       path_dy[p] = slices.back();
     }
     for (int t = 0; t < dy.tiles(); ++t) codelets::submit_concat_bwd_data(tag, dy, slices, t);
@@ -217,7 +228,7 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   const int masked_in_tasks =
       relu_ && fused_path_ >= 0 && paths_[static_cast<std::size_t>(1 - fused_path_)].layers_.empty();
   if (relu_ && !masked_in_tasks) {
-    Tensor& masked = scratch(x, slot_id(kMaskedGradient, 0, 0), dy.shape(), dy.tiles());
+    Tensor& masked = scratch(x, slot_id(kMaskedGradient, 0, 0), dy.shape(), dy.tiles(), x.storage());
     for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(tag, y, dy, masked, t);
     std::fill(path_dy.begin(), path_dy.end(), &masked);
   }
@@ -230,9 +241,9 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
       const Tensor& in = i > 0 ? activation(x, p, i - 1) : x;
       Tensor* g_in = nullptr;
       if (i > 0) {
-        g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles());
+        g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles(), x.storage());
       } else if (dx != nullptr) {
-        g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles());
+        g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles(), x.storage());
       }
       const std::size_t end = group_end(p, i);
       if (static_cast<int>(p) == fused_path_ && end == layers.size()) {
@@ -244,13 +255,32 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
           bn.backward(in, y, *g, g_in, ctx);
         }
       } else {
-        layers[i].second->backward(in, activation(x, p, end - 1), *g, g_in, ctx);
+        Tensor& out = activation(x, p, end - 1);
+        layers[i].second->backward(in, out, *g, g_in, ctx);
+        // This layer and the one after it (whose backward came before) were the output's last readers.
+        out.discard();
       }
+      // The gradient between two layers of the path dies with the backward pass that reads it.
+      if (g != path_dy[p]) g->discard();
       g = g_in;
     }
     if (dx != nullptr) contributions.push_back(g);
   }
-  if (dx == nullptr) return;
+  // The gradients that the paths read (dy's slices, or dy through the fused ReLU) and the paths' input gradients
+  // die with the last task that reads them: the paths' backward passes, then the sum into dx.
+  auto discard_gradients = [&] {
+    std::vector<const Tensor*> dead(path_dy.begin(), path_dy.end());
+    dead.insert(dead.end(), contributions.begin(), contributions.end());
+    std::sort(dead.begin(), dead.end());
+    dead.erase(std::unique(dead.begin(), dead.end()), dead.end());
+    for (const Tensor* g : dead) {
+      if (g != &dy) g->discard();
+    }
+  };
+  if (dx == nullptr) {
+    discard_gradients();
+    return;
+  }
   for (int t = 0; t < dy.tiles(); ++t) {
     if (masked_in_tasks) {
       // dx = the BatchNorm path's input gradient + the identity's masked dy.
@@ -260,6 +290,7 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
       codelets::submit_add(tag, "bwd_data", contributions, *dx, t);
     }
   }
+  discard_gradients();
 }
 
 }  // namespace dtnn

@@ -177,7 +177,7 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const Tensor* g = &dy;
   if (options_.relu_) {
     // The fused ReLU's backward: the gradient of the convolution's output is dy where y > 0.
-    Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles());
+    Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles(), dy.storage());
     for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(data_tag, y, dy, masked, t);
     g = &masked;
   }
@@ -191,6 +191,8 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
                                         bias_ ? &bias_->tile_grads : nullptr, t);
   }
   submit_gradient_sums(dy.tiles(), ctx);
+  // The masked gradient's last readers are the tasks above (a transient scratch's memory goes back now).
+  if (g != &dy) g->discard();
 }
 
 }  // namespace dtnn

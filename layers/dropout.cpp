@@ -43,7 +43,7 @@ std::uint64_t Dropout::seed() const { return options_.has_seed_ ? options_.seed_
 Tensor& Dropout::mask(const Tensor& x) {
   Shape s = input_shape();
   s.insert(s.begin(), x.shape()[0]);
-  return scratch(x, 0, s, x.tiles());
+  return scratch(x, 0, s, x.tiles(), x.storage());
 }
 
 void Dropout::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
@@ -76,6 +76,7 @@ void Dropout::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tenso
   for (int t = 0; t < dy.tiles(); ++t) {
     codelets::submit_dropout_bwd_data(tag, m, dy, *dx, t);
   }
+  m.discard();
 }
 
 }  // namespace dtnn

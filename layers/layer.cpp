@@ -31,10 +31,11 @@ Buffer& Layer::add_buffer(std::string name, Shape shape) {
   return *buffers_.back();
 }
 
-Tensor& Layer::scratch(const Tensor& input, int id, const Shape& shape, int tiles) {
+Tensor& Layer::scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage) {
   auto [it, inserted] = scratch_.try_emplace({&input, id});
-  if (inserted || it->second.shape() != shape || it->second.tiles() != std::min<std::int64_t>(tiles, shape[0])) {
-    it->second = Tensor(shape, tiles);
+  if (inserted || it->second.shape() != shape || it->second.tiles() != std::min<std::int64_t>(tiles, shape[0]) ||
+      it->second.storage() != storage) {
+    it->second = Tensor(shape, tiles, storage);
   }
   return it->second;
 }
@@ -76,7 +77,8 @@ void Layer::prepare_tiles(int tiles) {
     if (!p->tile_grads.defined() || p->tile_grads.tiles() < tiles) {
       Shape s = p->value.shape();
       s.insert(s.begin(), tiles);
-      p->tile_grads = Tensor(s, tiles);
+      // Transient: the partials live from the bwd_weights tasks to the tile sum (submit_gradient_sums).
+      p->tile_grads = Tensor(s, tiles, Storage::kTransient);
     }
   }
 }
@@ -85,7 +87,8 @@ Parameter& Layer::add_parameter(std::string name, Shape shape) {
   auto p = std::make_unique<Parameter>();
   p->name = std::move(name);
   p->value = Tensor(shape);
-  p->grad = Tensor(shape);
+  // Transient: the training step releases the gradient once its update has read it (TrainStep).
+  p->grad = Tensor(shape, 1, Storage::kTransient);
   params_.push_back(std::move(p));
   return *params_.back();
 }
@@ -94,6 +97,7 @@ void Layer::submit_gradient_sums(int used_tiles, const PassContext& ctx) {
   for (auto& p : params_) {
     const std::string tag_name = name_ + "." + p->name;
     codelets::submit_tile_sum({tag_name, ctx.priority}, p->tile_grads, used_tiles, p->grad);
+    p->tile_grads.discard();
   }
 }
 

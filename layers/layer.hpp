@@ -102,8 +102,8 @@ class Layer {
   Buffer& add_buffer(std::string name, Shape shape);
   // Scratch tensors that a pass keeps between forward and backward (BatchNorm statistics, dropout masks),
   // one set per input tensor: each step in flight has its own activation tensors, hence its own scratch.
-  // Created on first use (zero-filled); `id` tells apart several scratch tensors of one layer.
-  Tensor& scratch(const Tensor& input, int id, const Shape& shape, int tiles);
+  // Created on first use (zero-filled when owned); `id` tells apart several scratch tensors of one layer.
+  Tensor& scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage = Storage::kOwned);
   // Sums the tile partials of every parameter into its gradient (after the bwd_weights tasks).
   void submit_gradient_sums(int used_tiles, const PassContext& ctx);
   // Builds and records the shapes; subclasses call it at the end of build().

@@ -151,7 +151,8 @@ std::string Sequential::summary() const {
   return s;
 }
 
-void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& acts, std::vector<Tensor>* grads) {
+void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& acts, std::vector<Tensor>* grads,
+                          Storage storage) {
   if (!built_) {
     throw InvalidArgument("Sequential: allocate() before build()");
   }
@@ -161,11 +162,12 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
   };
   // Layer i's output is acts[i + 1]; none when the next layer was fused into layer i.
   auto materialised = [this](std::size_t i) { return i + 1 == layers_.size() || !layers_[i + 1]->absorbed(); };
+  auto storage_of = [&](std::size_t i) { return i + 1 == layers_.size() ? Storage::kOwned : storage; };
   acts.clear();
   acts.emplace_back(batch_shape(input_shape_), tiles);
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (materialised(i)) {
-      acts.emplace_back(batch_shape(layers_[i]->output_shape()), tiles);
+      acts.emplace_back(batch_shape(layers_[i]->output_shape()), tiles, storage_of(i));
     } else {
       acts.emplace_back();
     }
@@ -175,7 +177,7 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
     grads->emplace_back();  // the input's gradient is never needed
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       if (materialised(i)) {
-        grads->emplace_back(batch_shape(layers_[i]->output_shape()), tiles);
+        grads->emplace_back(batch_shape(layers_[i]->output_shape()), tiles, storage_of(i));
       } else {
         grads->emplace_back();
       }
@@ -190,6 +192,7 @@ void Sequential::forward(std::vector<Tensor>& acts, const PassContext& ctx) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->absorbed()) continue;
     layers_[i]->forward(acts[i], acts[group_end(i)], ctx);
+    if (!ctx.training && i > 0) acts[i].discard();
   }
 }
 
@@ -202,6 +205,9 @@ void Sequential::backward(std::vector<Tensor>& acts, std::vector<Tensor>& grads,
     if (!layers_[i]->absorbed()) {
       const std::size_t end = group_end(i);
       layers_[i]->backward(acts[i], acts[end], grads[end], i > 0 ? &grads[i] : nullptr, layer_ctx);
+      // Layer `end` (whose backward came before) and this one were the last to read them.
+      acts[end].discard();
+      grads[end].discard();
     }
     if (on_layer_done) {
       on_layer_done(*layers_[i]);

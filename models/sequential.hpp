@@ -57,12 +57,20 @@ class Sequential {
   // acts[0] is the input batch, acts[i + 1] the output of layer i; grads[i] the gradient of acts[i]. The output of
   // a layer whose ReLU is fused into it (the next layer is absorbed()) and its gradient are not allocated: the
   // layer writes the ReLU's output (and reads the ReLU's output gradient) directly.
+  // In evaluation (ctx.training == 0) each transient activation is discarded after its last reader (the next layer):
+  // only the inputs and outputs of the layers running at a time hold memory.
   void forward(std::vector<Tensor>& acts, const PassContext& ctx);
   // on_layer_done(i) runs after layer i's backward tasks are submitted (the optimizer submits its updates there).
+  // Each transient activation and gradient is discarded after its last reader in the step: a layer's output and its
+  // gradient once that layer's backward pass is submitted.
   void backward(std::vector<Tensor>& acts, std::vector<Tensor>& grads, const PassContext& ctx,
                 const std::function<void(Layer&)>& on_layer_done);
-  // Allocates one batch's activations and gradients, tiled along the batch.
-  void allocate(std::int64_t batch, int tiles, std::vector<Tensor>& acts, std::vector<Tensor>* grads);
+  // Allocates one batch's activations and gradients, tiled along the batch. With Storage::kTransient the tensors
+  // between layers (and their gradients) are transient: they hold memory from their first write to their last read
+  // in a pass (Tensor::discard); the input acts[0], the output acts.back() and its gradient stay owned (the loading
+  // and loss tasks and the host read them).
+  void allocate(std::int64_t batch, int tiles, std::vector<Tensor>& acts, std::vector<Tensor>* grads,
+                Storage storage = Storage::kOwned);
 
  private:
   // acts[group_end(i)] is the output of layer i with the layers it absorbed.

@@ -24,7 +24,8 @@ StepSlot& StepSlots::slot(std::int64_t rows, std::int64_t step) {
   if (!s) {
     s = std::make_unique<StepSlot>();
     s->rows = rows;
-    model_.allocate(rows, tiles_, s->acts, training_ ? &s->grads : nullptr);
+    // Transient: a step's activations and gradients hold memory from their first write to their last read only.
+    model_.allocate(rows, tiles_, s->acts, training_ ? &s->grads : nullptr, storage_);
     s->targets = Tensor(s->acts.back().shape(), tiles_);
     if (!training_) {
       s->scratch = Tensor(s->acts.back().shape(), tiles_);
@@ -119,7 +120,7 @@ void check_step_options(const TrainStepOptions& o, const char* who) {
 }
 
 TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions options)
-    : model_(model), optimizer_(optimizer), options_(std::move(options)), slots_(model, options_.tiles_, 1) {
+    : model_(model), optimizer_(optimizer), options_(std::move(options)), slots_(model, options_.tiles_, 1, options_.activations_) {
   check_step_options(options_, "TrainStep");
   if (!model.built()) {
     throw InvalidArgument("TrainStep: the model is not built, expected build() before training");
@@ -171,8 +172,13 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
     }
     comm->sum(grads, name);
   };
+  // The update is a gradient's last reader (after the tile sum and the sum over the ranks): its memory goes back.
+  auto update = [&](const NamedParameter& p) {
+    optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+    p.parameter->grad.discard();
+  };
   auto submit_updates = [&] {
-    for (const NamedParameter& p : waiting) optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+    for (const NamedParameter& p : waiting) update(p);
     waiting.clear();
   };
   std::size_t to_come = parameter_elements_;  // gradient elements of the layers whose backward is still to come
@@ -182,7 +188,7 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
       to_come -= elements;
       if (comm != nullptr && p.parameter->reduced_over_ranks) {
         // Already summed over the ranks (synchronised BatchNorm): its update needs no bucket.
-        optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+        update(p);
         continue;
       }
       waiting.push_back(p);

@@ -53,14 +53,16 @@ struct StepSlot {
 // before.
 class StepSlots {
  public:
-  // training 0: no activation gradients (evaluation).
-  StepSlots(Sequential& model, int tiles, int training) : model_(model), tiles_(tiles), training_(training) {}
+  // training 0: no activation gradients (evaluation). storage: of the tensors between layers (Sequential::allocate).
+  StepSlots(Sequential& model, int tiles, int training, Storage storage = Storage::kTransient)
+      : model_(model), tiles_(tiles), training_(training), storage_(storage) {}
   [[nodiscard]] StepSlot& slot(std::int64_t rows, std::int64_t step);
 
  private:
   Sequential& model_;
   int tiles_;
   int training_;
+  Storage storage_;
   std::map<std::int64_t, std::array<std::unique_ptr<StepSlot>, 2>> slots_;
 };
 
@@ -99,6 +101,9 @@ struct TrainStepOptions {
   TrainStepOptions& augment(AugmentOptions a) { augment_ = a; return *this; }
   TrainStepOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
   TrainStepOptions& data_parallel(DataParallel dp) { data_parallel_ = dp; return *this; }
+  // kTransient (default): activations and gradients hold memory from their first write to their last read in the
+  // step; kOwned: every one of them allocated for the slot's life (the reference: the same results bitwise).
+  TrainStepOptions& activations(Storage s) { activations_ = s; return *this; }
 
   int tiles_ = 2;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
@@ -106,6 +111,7 @@ struct TrainStepOptions {
   AugmentOptions augment_;
   std::uint64_t seed_ = 0;
   DataParallel data_parallel_;
+  Storage activations_ = Storage::kTransient;
 };
 
 // Throws InvalidArgument, prefixed by `who`, for tiles < 1, a smoothing outside [0, 1), bad augmentation options,

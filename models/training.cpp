@@ -130,7 +130,8 @@ TrainStepOptions step_options(const FitOptions& o) {
       .label_smoothing(o.label_smoothing_)
       .augment(o.augment_)
       .seed(o.seed_)
-      .data_parallel(o.data_parallel_);
+      .data_parallel(o.data_parallel_)
+      .activations(o.activations_);
 }
 
 // An epoch's record from its statistics (summed over the ranks) and, with a validation set, its evaluation.
@@ -152,7 +153,8 @@ EpochRecord finish_epoch(Sequential& model, const Optimizer& optimizer, const Fi
                                       .batch_size(std::max<std::int64_t>(o.batch_size_, 256))
                                       .tiles(o.tiles_)
                                       .mpi(o.data_parallel_.mpi)
-                                      .loss(o.loss_));
+                                      .loss(o.loss_)
+                                      .activations(o.activations_));
     record.val_loss = v.loss;
     record.val_accuracy = v.accuracy;
   }
@@ -251,7 +253,7 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
   const std::int64_t n = mine.count;
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), mine.begin);
-  StepSlots graph(model, o.tiles_, 0);
+  StepSlots graph(model, o.tiles_, 0, o.activations_);
   std::deque<std::pair<StepSlot*, std::int64_t>> in_flight;
   StepStats total;
   auto drain_one = [&] {

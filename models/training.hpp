@@ -90,6 +90,8 @@ struct FitOptions {
   // Resume at this global step (from a checkpoint): the epochs and steps before it are skipped, the data order
   // and every seeded draw continue as in an uninterrupted run.
   FitOptions& initial_step(std::int64_t step) { initial_step_ = step; return *this; }
+  // Storage of the activations and gradients of the training steps and of evaluation (TrainStepOptions::activations).
+  FitOptions& activations(Storage s) { activations_ = s; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -104,6 +106,7 @@ struct FitOptions {
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
   float label_smoothing_ = 0.0f;
   std::int64_t initial_step_ = 0;
+  Storage activations_ = Storage::kTransient;
 };
 
 struct EvalOptions {
@@ -114,11 +117,14 @@ struct EvalOptions {
   EvalOptions& tiles(int n) { tiles_ = n; return *this; }
   // Each rank evaluates its share of the data; the results are summed over the ranks.
   EvalOptions& mpi(const runtime::Mpi* m) { mpi_ = m; return *this; }
+  // kTransient (default): each activation is released after the next layer read it; kOwned: all kept (reference).
+  EvalOptions& activations(Storage s) { activations_ = s; return *this; }
   std::int64_t batch_size_ = 256;
   int tiles_ = 2;
   const runtime::Mpi* mpi_ = nullptr;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
   int logits_ = 0;
+  Storage activations_ = Storage::kTransient;
 };
 
 struct EvalResult {

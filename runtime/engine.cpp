@@ -166,6 +166,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   // dtnn's own policies (runtime/sched.hpp) by their struct, StarPU's by name.
   conf.sched_policy = starpu_policy_for(scheduler);
   conf.sched_policy_name = conf.sched_policy == nullptr ? scheduler.c_str() : nullptr;
+  install_host_allocator(options_.host_allocator_);
   // Workers are bound to cores; the submitting thread must not steal a core from them.
 #ifdef DTNN_SIMGRID
   // A SimGrid StarPU starts SimGrid in starpu_initialize and reads SimGrid's options from the arguments, which it
@@ -181,6 +182,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   const int rc = starpu_init(&conf);
 #endif
   if (rc != 0) {
+    release_host_allocator();
     throw RuntimeError(fmt::format("Engine: starpu_init failed ({}), scheduler '{}', {} CPU workers", rc,
                                    options_.scheduler_, conf.ncpus));
   }
@@ -206,6 +208,7 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
     cuda::start_workers();
   } catch (...) {
     starpu_shutdown();
+    release_host_allocator();
     throw;
   }
 #endif
@@ -218,6 +221,7 @@ Engine::~Engine() {
   cuda::stop_workers();
 #endif
   starpu_shutdown();
+  release_host_allocator();
   g_current = nullptr;
 }
 
@@ -242,8 +246,10 @@ std::string Engine::describe() const {
   const std::string unbound =
       threads > cores_ && !simulated() ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
   const std::string fxt = fxt_file_.empty() ? "" : fmt::format("; FxT trace {}", fxt_file_);
-  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}; BLIS {} '{}' ({}){}", major, minor, release,
-                     options_.scheduler_, cpu_workers_, unbound, gpus, blis.version, blis.arch, blis.reason, fxt);
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}, host allocator {}; BLIS {} '{}' ({}){}",
+                     major, minor, release,
+                     options_.scheduler_, cpu_workers_, unbound, gpus, to_string(options_.host_allocator_), blis.version,
+                     blis.arch, blis.reason, fxt);
 }
 
 void Engine::wait_all() {

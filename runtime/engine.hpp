@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "runtime/host_memory.hpp"
+
 namespace dtnn::runtime {
 
 // Schedulers that honour task priorities (measured: dmda ignores them). The default is lws, a
@@ -31,6 +33,8 @@ struct EngineOptions {
   // Non-empty: StarPU records its FxT trace into this folder (created if missing), for starpu_fxt_tool. Empty:
   // no FxT trace, whatever STARPU_FXT_TRACE says (a StarPU built with FxT would otherwise trace into /tmp).
   std::string fxt_dir_;
+  // Who serves StarPU's host buffers (the transient activations and gradients): runtime/host_memory.hpp.
+  HostAllocator host_allocator_ = kDefaultHostAllocator;
 
   EngineOptions& scheduler(std::string name) { scheduler_ = std::move(name); return *this; }
   EngineOptions& workers(int n) { workers_ = n; return *this; }
@@ -38,6 +42,7 @@ struct EngineOptions {
   EngineOptions& cuda(int n) { cuda_ = n; return *this; }
   EngineOptions& cuda_device(int id) { cuda_device_ = id; return *this; }
   EngineOptions& fxt_dir(std::string dir) { fxt_dir_ = std::move(dir); return *this; }
+  EngineOptions& host_allocator(HostAllocator a) { host_allocator_ = a; return *this; }
 };
 
 class Engine {
@@ -50,6 +55,7 @@ class Engine {
   [[nodiscard]] int cpu_workers() const { return cpu_workers_; }
   [[nodiscard]] int cuda_workers() const { return cuda_workers_; }
   [[nodiscard]] const std::string& scheduler() const { return options_.scheduler_; }
+  [[nodiscard]] HostAllocator host_allocator() const { return options_.host_allocator_; }
   // The FxT trace file StarPU writes at shutdown (empty without fxt_dir).
   [[nodiscard]] const std::string& fxt_file() const { return fxt_file_; }
   // One line for logs: StarPU version, scheduler, workers, BLIS configuration, FxT trace file.

@@ -47,7 +47,7 @@ std::vector<TileRange> split_rows(std::int64_t n, int tiles) {
   return ranges;
 }
 
-Tensor::Tensor(Shape shape, int tiles) : shape_(std::move(shape)) {
+Tensor::Tensor(Shape shape, int tiles, Storage storage) : shape_(std::move(shape)) {
   if (shape_.empty()) {
     throw InvalidArgument("Tensor: empty shape, expected at least one dimension");
   }
@@ -57,6 +57,18 @@ Tensor::Tensor(Shape shape, int tiles) : shape_(std::move(shape)) {
     }
   }
   numel_ = dtnn::numel(shape_);
+  ranges_ = split_rows(shape_[0], tiles);
+  const std::int64_t row = row_elements();
+  handles_.reserve(ranges_.size());
+  if (storage == Storage::kTransient) {
+    // No home node (-1): StarPU allocates a tile where a task first writes it, and frees it on invalidation.
+    for (const TileRange& r : ranges_) {
+      starpu_data_handle_t h = nullptr;
+      starpu_vector_data_register(&h, -1, 0, static_cast<uint32_t>(r.count * row), sizeof(float));
+      handles_.push_back(h);
+    }
+    return;
+  }
   // 64-byte alignment: full cache lines and AVX-512 loads for every tile that starts on a row boundary.
   const std::size_t bytes = (static_cast<std::size_t>(numel_) * sizeof(float) + 63) / 64 * 64;
   data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
@@ -68,9 +80,6 @@ Tensor::Tensor(Shape shape, int tiles) : shape_(std::move(shape)) {
   if (starpu_is_initialized() && starpu_cuda_worker_get_count() > 0 && starpu_memory_pin(data_, bytes) == 0) {
     pinned_bytes_ = bytes;
   }
-  ranges_ = split_rows(shape_[0], tiles);
-  const std::int64_t row = row_elements();
-  handles_.reserve(ranges_.size());
   for (const TileRange& r : ranges_) {
     starpu_data_handle_t h = nullptr;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(data_ + r.begin * row),
@@ -117,6 +126,13 @@ void Tensor::release() noexcept {
   data_ = nullptr;
 }
 
+void Tensor::discard() const {
+  if (data_ != nullptr) return;
+  for (starpu_data_handle_t h : handles_) {
+    starpu_data_invalidate_submit(h);
+  }
+}
+
 std::int64_t Tensor::row_elements() const { return shape_.empty() ? 0 : numel_ / shape_[0]; }
 
 starpu_data_handle_t Tensor::handle() const {
@@ -132,12 +148,19 @@ Tensor::HostAccess::HostAccess(const Tensor& t, starpu_data_access_mode mode)
   if (!t.defined()) {
     throw InvalidArgument("Tensor: host access to an undefined tensor");
   }
+  if (t.data_ == nullptr && t.handles_.size() != 1) {
+    throw InvalidArgument(fmt::format("Tensor {}: host access to a transient tensor of {} tiles, expected 1 tile",
+                                      to_string(t.shape_), t.handles_.size()));
+  }
   for (std::size_t i = 0; i < t.handles_.size(); ++i) {
     const int rc = starpu_data_acquire(t.handles_[i], mode);
     if (rc != 0) {
       for (std::size_t j = 0; j < i; ++j) starpu_data_release(t.handles_[j]);
       throw RuntimeError(fmt::format("Tensor {}: starpu_data_acquire failed ({})", to_string(t.shape_), rc));
     }
+  }
+  if (t.data_ == nullptr) {
+    ptr_ = reinterpret_cast<float*>(starpu_data_get_local_ptr(t.handles_[0]));
   }
 }
 

@@ -27,18 +27,31 @@ struct TileRange {
 // Splits n rows into min(tiles, n) ranges whose sizes differ by at most one (larger ones first).
 std::vector<TileRange> split_rows(std::int64_t n, int tiles);
 
+// Where a tensor's memory comes from.
+enum class Storage {
+  // One buffer owned by the tensor for its whole life, zero-filled.
+  kOwned,
+  // Each tile's buffer is allocated by StarPU when a task first writes the tile and released by discard(): the
+  // activations and gradients of a step, live from their first write to their last read. Not zero-filled; the
+  // first task after creation or discard() must write the whole tile (STARPU_W).
+  kTransient,
+};
+
 class Tensor {
  public:
   Tensor() = default;
-  // Zero-filled. tiles > 1 splits the first dimension (see split_rows).
-  explicit Tensor(Shape shape, int tiles = 1);
+  // tiles > 1 splits the first dimension (see split_rows).
+  explicit Tensor(Shape shape, int tiles = 1, Storage storage = Storage::kOwned);
   ~Tensor();
   Tensor(Tensor&& other) noexcept;
   Tensor& operator=(Tensor&& other) noexcept;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
-  [[nodiscard]] bool defined() const { return data_ != nullptr; }
+  [[nodiscard]] bool defined() const { return !handles_.empty(); }
+  [[nodiscard]] Storage storage() const {
+    return data_ == nullptr && !handles_.empty() ? Storage::kTransient : Storage::kOwned;
+  }
   [[nodiscard]] const Shape& shape() const { return shape_; }
   [[nodiscard]] std::int64_t numel() const { return numel_; }
   [[nodiscard]] std::int64_t row_elements() const;  // elements per index of the first dimension
@@ -48,8 +61,14 @@ class Tensor {
   // The single handle of an untiled tensor.
   [[nodiscard]] starpu_data_handle_t handle() const;
 
+  // Transient tensors: submits the release of every tile's buffer after the tasks submitted so far on it (StarPU's
+  // starpu_data_invalidate_submit): the memory returns to the allocator once they have run, and the values are
+  // gone. Owned tensors: nothing (their buffer lives as long as they do). const like a task that overwrites the
+  // values: the tensor, its shape and handles do not change.
+  void discard() const;
+
   // Scoped host access: acquires every tile in the given mode (waiting for the tasks that use them),
-  // releases them on destruction.
+  // releases them on destruction. A transient tensor must have a single tile (its tiles are separate buffers).
   class HostAccess {
    public:
     HostAccess(const Tensor& t, starpu_data_access_mode mode);

@@ -210,6 +210,37 @@ TEST(CliTest, EightWorkersTrainTheWeightsOfTwoAndSaySoAtStartUp) {
   EXPECT_EQ(checksums[1], checksums[0]);
 }
 
+// The activations and gradients are released at their last use whichever allocator serves them again: the same
+// weights (residual blocks, evaluation included); the report breaks the memory down (the starpu allocator counts
+// nothing).
+TEST(CliTest, EveryHostAllocatorTrainsTheSameWeights) {
+  std::string reference;
+  for (const char* allocator : {"pool", "system", "starpu"}) {
+    const fs::path report = temp_path(std::string("allocator-") + allocator + ".json");
+    const CliRun r = dtnn("train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 96 --batch-size 16 "
+                          "--steps-per-epoch 3 --test-samples 32 --seed 3 --report " + report.string() +
+                          " --host-allocator " + allocator);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("host allocator ") + allocator), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("activations and their gradients at most"), std::string::npos) << r.output;
+    const auto doc = read_json(report);
+    fs::remove(report);
+    EXPECT_EQ(doc.at("host_allocator"), allocator);
+    const auto& memory = doc.at("memory_mb");
+    EXPECT_GT(memory.at("weights").get<double>(), 1.0);  // 0.27 M parameters
+    EXPECT_EQ(memory.at("optimizer_state"), memory.at("weights"));  // SGD's momentum
+    if (std::string(allocator) == "starpu") {
+      EXPECT_EQ(memory.at("activations_peak").get<double>(), 0.0);
+    } else {
+      EXPECT_GT(memory.at("activations_peak").get<double>(), 0.0);
+      EXPECT_GE(memory.at("allocator_peak").get<double>(), memory.at("activations_peak").get<double>());
+    }
+    const std::string checksum = doc.at("weights_checksum");
+    if (reference.empty()) reference = checksum;
+    EXPECT_EQ(checksum, reference) << allocator;
+  }
+}
+
 // StarPU's build caps the CPU workers (STARPU_MAXCPUS): asking for more is an error naming both numbers.
 TEST(CliTest, MoreWorkersThanTheStarpuBuildSupportsIsAnError) {
   const CliRun r = dtnn("train --dataset synthetic --workers 100000");
@@ -320,7 +351,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"train --dataset synthetic --resume /nonexistent-dtnn/ckpt.h5", 1,
                                "/nonexistent-dtnn/ckpt.h5"},
                       BadInput{"evaluate --dataset synthetic", 2, "--checkpoint"},
-                      BadInput{"train --dataset h5", 2, "--data-file: required"}));
+                      BadInput{"train --dataset h5", 2, "--data-file: required"},
+                      BadInput{"train --host-allocator jemalloc", 2, "--host-allocator"}));
 
 CliRun mpirun(const std::string& args) {
   return dtnn_with_prefix("mpirun --oversubscribe --allow-run-as-root " + args);
