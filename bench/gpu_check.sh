@@ -4,7 +4,7 @@
 # no package manager, no internet, perhaps no python3, PyTorch or nvidia-smi. It runs dtnn's binaries from the
 # bundle that scripts/gpu_bundle.sh makes (gpu-bundle.tar.xz), and writes every figure to ONE JSON file,
 # $OUT/gpu_check.json (the device tool's output folder; else --out), with the whole log beside it
-# (gpu_check.log). Parts, each with its own time-out inside one budget (--budget, 450 s: under 8 minutes):
+# (gpu_check.log). Parts, each with its own time-out inside one budget (--budget, 540 s: under 9 minutes):
 #   host        what the machine is (nvidia-smi if there, glibc, python3);
 #   binaries    the bundle unpacked, `ldd` of dtnn and test_cuda against the host's CUDA, cuDNN and NCCL (CUDA's
 #               folder and the nvidia-* wheels that PyTorch brought); the bundle's libstdc++ only where the host's
@@ -15,13 +15,21 @@
 #   dtnn        resnet50_imagenet on synthetic data, --batch 128, --steps 20 (the first half untimed), one tile,
 #               --device cuda: training images/s;
 #   pytorch     torchvision's resnet50, same batch and steps, on the same GPU (bench/gpu_pytorch.py), and the ratio;
+#   startup     the start-up lines of `--device cuda --workers 0` (CPU workers: the cores less one per CUDA
+#               worker) and `--device cpu --workers 0` (every core);
+#   calibrate   `dtnn calibrate --device cuda` of the simulation's models (--calibrate, model:batch pairs), the
+#               machine folder packed as $OUT/machine-gpu.tar.xz (StarPU's CUDA models and bus files, for
+#               docs/simulation.md);
+#   cpu_scaling images/s of --scaling-model (resnet18_cifar10, batch 128) on 1, 2, 4, ... CPU workers up to the
+#               machine's cores, tiles = max(2, workers): every core of a real node;
 #   device_all  --device all (CPU and GPU workers, placed by dmdas) against --device cuda, on a model whose tasks
 #               a CPU core can take (--all-model resnet20_cifar10, batch 256, 8 tiles).
 # A part that cannot run for a reason outside dtnn (no GPU, no python3, no torch, no nvidia-smi) is "skipped" with
 # the reason in the JSON; the exit status is 1 only when a part failed, timed out or crashed.
 #
-#   bench/gpu_check.sh [--steps 20] [--batch 128] [--budget 450] [--all-model NAME] [--all-batch 256]
-#                      [--all-tiles 8] [--all-steps 30] [--out DIR] [--cpu-rehearsal]
+#   bench/gpu_check.sh [--steps 20] [--batch 128] [--budget 540] [--all-model NAME] [--all-batch 256]
+#                      [--all-tiles 8] [--all-steps 30] [--calibrate M:B,...|none] [--scaling-model M|none]
+#                      [--out DIR] [--cpu-rehearsal]
 #
 # Where the binaries come from, first found: the folder above this script when it lies in an unpacked bundle
 # (gpu-bundle/bench/gpu_check.sh); $DTNN_GPU_BUNDLE (a bundle folder or .tar.xz); gpu-bundle.tar.xz at the root
@@ -34,11 +42,13 @@ script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$script_dir/.." && pwd)"
 steps=""
 batch=""
-budget=450
+budget=540
 all_model=resnet20_cifar10
 all_batch=""
 all_tiles=8
 all_steps=""
+calibrate_list="resnet50_imagenet:64,vgg16_cifar10:64,resnet18_cifar10:64,simplecnn:64"
+scaling_model=resnet18_cifar10
 out_dir="${OUT:-}"
 rehearsal=0
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -51,15 +61,19 @@ while [ $# -gt 0 ]; do
     --all-batch) all_batch="$2"; shift 2 ;;
     --all-tiles) all_tiles="$2"; shift 2 ;;
     --all-steps) all_steps="$2"; shift 2 ;;
+    --calibrate) calibrate_list="$2"; shift 2 ;;
+    --scaling-model) scaling_model="$2"; shift 2 ;;
     --out) out_dir="$2"; shift 2 ;;
     --cpu-rehearsal) rehearsal=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu_check.sh: unknown option '$1', expected one of --steps, --batch, --budget, --all-model, --all-batch," \
-            "--all-tiles, --all-steps, --out, --cpu-rehearsal" >&2; exit 2 ;;
+            "--all-tiles, --all-steps, --calibrate, --scaling-model, --out, --cpu-rehearsal" >&2; exit 2 ;;
   esac
 done
 if [ "$rehearsal" = 1 ]; then
   steps="${steps:-4}"; batch="${batch:-4}"; all_batch="${all_batch:-64}"; all_steps="${all_steps:-4}"
+  [ "$calibrate_list" = "resnet50_imagenet:64,vgg16_cifar10:64,resnet18_cifar10:64,simplecnn:64" ] &&
+    calibrate_list="simplecnn:16"
   main_device=cpu; all_device=cpu; cuda_device=cpu; torch_device=cpu
 else
   steps="${steps:-20}"; batch="${batch:-128}"; all_batch="${all_batch:-256}"; all_steps="${all_steps:-30}"
@@ -70,6 +84,16 @@ for v in steps batch budget all_batch all_tiles all_steps; do
 done
 [ "$steps" -ge 2 ] || { echo "gpu_check.sh: --steps $steps, expected at least 2 (half of them untimed)" >&2; exit 2; }
 [ "$all_steps" -ge 2 ] || { echo "gpu_check.sh: --all-steps $all_steps, expected at least 2" >&2; exit 2; }
+calibrations=()
+if [ "$calibrate_list" != none ]; then
+  IFS=, read -r -a calibrations <<<"$calibrate_list"
+  for c in "${calibrations[@]}"; do
+    [[ "$c" =~ ^[a-z0-9_]+:[1-9][0-9]*$ ]] ||
+      { echo "gpu_check.sh: --calibrate entry '$c', expected MODEL:BATCH (e.g. resnet50_imagenet:64) or none" >&2; exit 2; }
+  done
+fi
+[[ "$scaling_model" =~ ^[a-z0-9_]+$ ]] ||
+  { echo "gpu_check.sh: --scaling-model '$scaling_model', expected a model name or none" >&2; exit 2; }
 
 start=$(date +%s)
 deadline=$((start + budget))
@@ -387,7 +411,7 @@ t0=$(date +%s)
 if [ "$binaries_ok" != 1 ]; then
   set_part test_cuda "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
 else
-  test_cap=$(allow 200 150)
+  test_cap=$(allow 150 300)
   test_deadline=$(( $(date +%s) + test_cap ))
   say "test_cuda: listing the suites (at most ${test_cap}s for the whole part)"
   run_limited "$(allow 60)" "$work/list.log" "${dtnn_env[@]}" "$bin/test_cuda" --gtest_list_tests
@@ -468,6 +492,33 @@ else
 fi
 write_json running
 
+# ---- start-up lines: how many CPU workers beside the GPUs, and on every core ----
+startup_line() {  # LOG: the engine's start-up line of a dtnn run
+  grep -m1 '^dtnn: StarPU' "$1" | sed 's/^dtnn: //'
+}
+if [ "$binaries_ok" != 1 ]; then
+  set_part startup "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+else
+  t0=$(date +%s)
+  fields=()
+  st=pass
+  devices=(cpu)
+  [ "$cuda_device" != cpu ] && devices=("$cuda_device" cpu)
+  for dev in "${devices[@]}"; do
+    log="$work/startup_$dev.log"
+    run_limited "$(allow 30 280)" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model simplecnn --dataset synthetic \
+      --batch-size 64 --synthetic-samples 128 --epochs 1 --steps-per-epoch 2 --device "$dev" --workers 0
+    rc=$?
+    append_log "startup --device $dev --workers 0" "$log"
+    line="$(startup_line "$log")"
+    fields+=("device_${dev}_workers_0" "$(js "${line:-exit $rc: $(tail_of "$log" 5)}")")
+    if [ "$rc" != 0 ]; then st="$(status_of "$rc")"; [ "$st" = pass ] && st=fail; fi
+    say "startup --device $dev --workers 0: ${line:-exit $rc}"
+  done
+  set_part startup "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" cores "$(jn "$(nproc)")" "${fields[@]}")"
+fi
+write_json running
+
 # ---- dtnn runs ----
 # dtnn_bench PART DEVICE MODEL BATCH TILES STEPS CAP RESERVE: a benchmark run of 2 epochs of STEPS/2 steps, at most
 # CAP seconds and leaving RESERVE for the parts after it; sets ips (images/s after the first epoch) and part_status;
@@ -520,7 +571,7 @@ dtnn_bench() {
   set_part "$name" "$(jo status "$(js "$st")" "${fields[@]}")"
 }
 
-dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 100 100
+dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 90 200
 dtnn_ips="$ips"
 set_figure dtnn_resnet50_images_per_second "$(jn "$dtnn_ips")"
 write_json running
@@ -536,7 +587,7 @@ elif [ ! -f "$script_dir/gpu_pytorch.py" ]; then
 else
   say "pytorch: torchvision resnet50, batch $batch, $steps steps ($((steps / 2)) untimed), device $torch_device"
   # PyTorch's own environment: none of the bundle's libraries.
-  run_limited "$(allow 100 50)" "$work/torch.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" --steps "$steps" \
+  run_limited "$(allow 90 160)" "$work/torch.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" --steps "$steps" \
     --warmup $((steps / 2)) --device "$torch_device"
   rc=$?
   append_log pytorch "$work/torch.log"
@@ -563,15 +614,95 @@ set_figure pytorch_resnet50_images_per_second "$(jn "$torch_ips")"
 set_figure dtnn_over_pytorch "$(jn "$(ratio "$dtnn_ips" "$torch_ips")")"
 write_json running
 
+# ---- GPU calibration for the simulation (docs/simulation.md) ----
+t0=$(date +%s)
+if [ "${#calibrations[@]}" = 0 ]; then
+  set_part calibrate "$(jo status "$(js skipped)" reason "$(js "--calibrate none")")"
+elif [ "$binaries_ok" != 1 ]; then
+  set_part calibrate "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+else
+  machine="$work/machine-gpu"
+  rows=()
+  st=pass
+  for c in "${calibrations[@]}"; do
+    m="${c%%:*}"
+    b="${c##*:}"
+    log="$work/calibrate_$m.log"
+    say "calibrate: $m, batch $b, 1 tile, --device $cuda_device, dmdas"
+    run_limited "$(allow 60 110)" "$log" "${dtnn_env[@]}" "$bin/dtnn" calibrate --model "$m" --batch-size "$b" --tiles 1 \
+      --workers 2 --scheduler dmdas --device "$cuda_device" --out "$machine" --report "$work/calibrate_$m.json"
+    rc=$?
+    append_log "calibrate $m" "$log"
+    if [ "$rc" = 0 ]; then
+      step_ms="$(json_number "$work/calibrate_$m.json" step_ms)"
+      rows+=("$(jo model "$(js "$m")" batch "$b" status "$(js pass)" step_ms "$(jn "$step_ms")")")
+      set_figure "calibrate_${m}_step_ms" "$(jn "$step_ms")"
+      say "calibrate $m: ${step_ms:-?} ms per step"
+    else
+      st="$(status_of "$rc")"
+      [ "$st" = pass ] && st=fail
+      rows+=("$(jo model "$(js "$m")" batch "$b" status "$(js "$st")" exit_code "$rc" tail "$(js "$(tail_of "$log" 30)")")")
+      say "calibrate $m: $st (exit $rc)"
+      tail_of "$log" 10
+    fi
+  done
+  packed=""
+  if [ -d "$machine" ] && tar -C "$work" -cJf "$out_dir/machine-gpu.tar.xz" machine-gpu 2>"$work/tar.log"; then
+    packed="$out_dir/machine-gpu.tar.xz"
+  fi
+  set_part calibrate "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" packed "$(js "$packed")" \
+    runs "$(ja "${rows[@]}")")"
+fi
+write_json running
+
+# ---- every core: CPU workers 1, 2, 4, ... up to the machine's cores ----
+t0=$(date +%s)
+if [ "$scaling_model" = none ]; then
+  set_part cpu_scaling "$(jo status "$(js skipped)" reason "$(js "--scaling-model none")")"
+elif [ "$binaries_ok" != 1 ]; then
+  set_part cpu_scaling "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+else
+  cores=$(nproc)
+  counts=()
+  for ((n = 1; n < cores; n *= 2)); do counts+=("$n"); done
+  counts+=("$cores")
+  sb=$([ "$rehearsal" = 1 ] && echo 8 || echo 128)
+  rows=()
+  st=pass
+  for n in "${counts[@]}"; do
+    tiles=$(( n < 2 ? 2 : n ))
+    log="$work/scaling_$n.log"
+    run_limited "$(allow 25 80)" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$scaling_model" --dataset synthetic \
+      --batch-size "$sb" --synthetic-samples $(( sb * 3 )) --epochs 2 --steps-per-epoch 3 --tiles "$tiles" --device cpu \
+      --workers "$n" --quiet --report "$work/scaling_$n.json"
+    rc=$?
+    append_log "cpu_scaling $n workers" "$log"
+    if [ "$rc" = 0 ]; then
+      v="$(json_number "$work/scaling_$n.json" images_per_second_after_first_epoch)"
+      rows+=("$(jo workers "$n" tiles "$tiles" images_per_second "$(jn "$v")")")
+      say "cpu_scaling: $scaling_model batch $sb, $n CPU workers, $tiles tiles: ${v:-?} images/s"
+    else
+      st="$(status_of "$rc")"
+      [ "$st" = pass ] && st=fail
+      rows+=("$(jo workers "$n" tiles "$tiles" status "$(js "$st")" exit_code "$rc" tail "$(js "$(tail_of "$log" 20)")")")
+      say "cpu_scaling: $n workers: $st (exit $rc)"
+      break
+    fi
+  done
+  set_part cpu_scaling "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" model "$(js "$scaling_model")" \
+    batch "$sb" cpu "$(js "$(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //')")" runs "$(ja "${rows[@]}")")"
+fi
+write_json running
+
 # ---- --device all against --device cuda ----
-dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45 25
+dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45 30
 cuda_ips="$ips"
 cuda_status="$part_status"
 if [ "$cuda_status" = skipped ]; then
   set_part device_all "$(jo status "$(js skipped)" reason "$(js "no --device cuda run to compare with (part device_cuda)")")"
   all_ips=""
 else
-  dtnn_bench device_all "$all_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 60 0
+  dtnn_bench device_all "$all_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 50 0
   all_ips="$ips"
 fi
 set_figure "${all_model}_cuda_images_per_second" "$(jn "$cuda_ips")"

@@ -547,6 +547,8 @@ struct StepArgs {
   int tail_buckets = 1;
   int cpus = 0;            // simulate: CPU cores of the target (0: the calibrated machine's)
   double cpu_speed = 1.0;  // simulate: the target's cores against the calibrated ones
+  std::string device = "cpu";  // calibrate: where the tasks run (cpu, cuda, all)
+  int gpus = -1;               // calibrate: CUDA workers with --device cuda|all (-1: every GPU)
   std::string trace;
   std::string report;
 };
@@ -554,6 +556,7 @@ struct StepArgs {
 struct StepOutcome {
   dtnn::StepRunResult result;
   std::string engine;
+  int cuda_workers = 0;
   double network_busy_s = 0.0;  // simulated ranks: seconds of all the allreduces
   std::int64_t allreduces = 0;
 };
@@ -561,13 +564,30 @@ struct StepOutcome {
 // Runs the steps on an engine already pointed at the machine folder.
 StepOutcome run_step_args(const StepArgs& a) {
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
-  dtnn::runtime::Engine engine(
-      dtnn::runtime::EngineOptions().scheduler(a.scheduler).workers(a.workers).profiling(1));
+  const bool gpu = a.device != "cpu";
+  if (gpu && !dtnn::runtime::built_with_cuda()) {
+    throw InvalidArgument(fmt::format("--device {}: this build has no CUDA codelets, expected cpu (calibrate GPUs with "
+                                      "the CUDA build: build-cuda/bin/dtnn)",
+                                      a.device));
+  }
+  dtnn::runtime::Engine engine(dtnn::runtime::EngineOptions()
+                                   .scheduler(a.scheduler)
+                                   .workers(a.workers)
+                                   .cuda(gpu ? a.gpus : 0)
+                                   .profiling(1));
   if (engine.cpu_workers() != a.workers) {
     throw InvalidArgument(fmt::format("--workers {}: StarPU started {} CPU workers (the machine's CPUs), expected {}",
                                       a.workers, engine.cpu_workers(), a.workers));
   }
-  dtnn::runtime::set_task_device(dtnn::runtime::Device::kCpu);
+  if (gpu && engine.cuda_workers() == 0) {
+    throw InvalidArgument(fmt::format("--device {}: no GPU found (no CUDA worker started), expected at least one",
+                                      a.device));
+  }
+  // cuda: every task with a CUDA body on the GPUs (loading stays on the CPUs); all: the scheduler places each
+  // task on a CPU or a GPU, so both kinds of models calibrate.
+  dtnn::runtime::set_task_device(a.device == "cuda"  ? dtnn::runtime::Device::kCuda
+                                 : a.device == "all" ? dtnn::runtime::Device::kAny
+                                                     : dtnn::runtime::Device::kCpu);
   dtnn::runtime::set_task_priorities(a.priorities == "on" ? dtnn::runtime::Priorities::kOn
                                                           : dtnn::runtime::Priorities::kOff);
   RunArgs run;
@@ -611,6 +631,7 @@ StepOutcome run_step_args(const StepArgs& a) {
     dtnn::runtime::Tracer::write_chrome_trace(a.trace);
   }
   out.engine = engine.describe();
+  out.cuda_workers = engine.cuda_workers();
   return out;
 }
 
@@ -621,7 +642,8 @@ nlohmann::json step_result_json(const StepArgs& a, const dtnn::StepRunResult& r)
                        {"utilisation", w.utilisation}});
   }
   const double step_s = r.median_step_us() / 1e6;
-  return {{"model", a.model},         {"ranks", a.ranks},         {"batch_size", a.batch_size},   {"tiles", a.tiles},
+  return {{"model", a.model},         {"device", a.device},
+          {"ranks", a.ranks},         {"batch_size", a.batch_size},   {"tiles", a.tiles},
           {"workers", a.workers},     {"scheduler", a.scheduler},     {"priorities", a.priorities},
           {"conv", a.conv},           {"fusion", a.fusion},           {"steps", a.steps},
           {"warmup", a.warmup},       {"step_ms", step_s * 1e3},      {"images_per_second", a.batch_size * a.ranks / step_s},
@@ -660,10 +682,12 @@ int run_calibrate(const StepArgs& a) {
   doc["host"] = dtnn::runtime::kMachineHost;
   doc["cpu"] = dtnn::runtime::cpu_model_name();
   doc["cores"] = static_cast<int>(std::thread::hardware_concurrency());
-  doc["calibrations"].push_back(step_result_json(a, r));
+  nlohmann::json row = step_result_json(a, r);
+  row["cuda_workers"] = out.cuda_workers;
+  doc["calibrations"].push_back(row);
   dtnn::runtime::write_machine_file(dir, doc);
   if (!a.report.empty()) {
-    dtnn::runtime::write_text_file(a.report, step_result_json(a, r).dump(2) + "\n", "report");
+    dtnn::runtime::write_text_file(a.report, row.dump(2) + "\n", "report");
   }
   return 0;
 }
@@ -682,7 +706,9 @@ int run_simulate(const StepArgs& a) {
   for (const auto& c : machine.value("calibrations", nlohmann::json::array())) {
     have += fmt::format("{}{} batch {} tiles {} conv {} fusion {}", have.empty() ? "" : "; ", c.value("model", ""),
                         c.value("batch_size", 0), c.value("tiles", 0), c.value("conv", ""), c.value("fusion", ""));
-    calibrated = calibrated || (c.value("model", "") == a.model && c.value("batch_size", 0) == a.batch_size &&
+    // A GPU calibration (--device cuda) holds no CPU models of that graph's shapes.
+    calibrated = calibrated || (c.value("device", std::string("cpu")) != "cuda" && c.value("model", "") == a.model &&
+                                c.value("batch_size", 0) == a.batch_size &&
                                 c.value("tiles", 0) == a.tiles && c.value("conv", "") == a.conv &&
                                 c.value("fusion", "") == a.fusion);
   }
@@ -989,6 +1015,12 @@ int main(int argc, char** argv) {
   add_step_options(calibrate, cal);
   calibrate->add_option("--out", cal.folder, "the machine folder (created; models of several runs accumulate)")
       ->required();
+  calibrate->add_option("--device", cal.device,
+                        "where the tasks run: cpu, cuda (the GPUs' models; CUDA build) or all (CPUs and GPUs, "
+                        "placed by the scheduler, e.g. dmdas)")
+      ->check(CLI::IsMember({"cpu", "cuda", "all"}))
+      ->capture_default_str();
+  calibrate->add_option("--gpus", cal.gpus, "GPUs with --device cuda|all (-1: all)")->capture_default_str();
 
   StepArgs sim;
   CLI::App* simulate = app.add_subcommand(
