@@ -2,6 +2,11 @@
 // Whole training steps on the GPU against the same steps on the CPU: every layer kind of the zoo's models
 // (convolution, BatchNorm, ReLU, residual Add, shortcut padding, max/avg/global pooling, dense, softmax loss,
 // SGD with momentum), several tiles, two steps in flight.
+//
+// Two steps, not more: at batch 8 these networks are chaotic from the third step on. On the CPU alone, the same
+// training with another summation order (1 tile with convgemm against 4 tiles with im2col) differs by at most
+// 5e-6 of a tensor's magnitude after two steps, but by 6e-2 (resnet18_cifar10) and 7e-3 (resnet20_cifar10) after
+// three (Zen 5, 2026-12-04): past two steps a comparison measures the amplification, not the GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,13 +67,13 @@ class CudaTrainingStepTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(CudaTrainingStepTest, EqualsTheCpuStepWithinTolerance) {
   DTNN_REQUIRE_CUDA();
   const std::string name = GetParam();
-  const Trained cpu = train(name, runtime::Device::kCpu, 3);
-  const Trained gpu = train(name, runtime::Device::kCuda, 3);
+  const Trained cpu = train(name, runtime::Device::kCpu, 2);
+  const Trained gpu = train(name, runtime::Device::kCuda, 2);
   EXPECT_NEAR(cpu.loss, gpu.loss, 1e-4 * std::max(1.0, std::abs(cpu.loss))) << name;
   ASSERT_EQ(cpu.values.size(), gpu.values.size());
   for (const auto& [key, want] : cpu.values) {
     const std::vector<float>& got = gpu.values.at(key);
-    // Three steps of fp32 arithmetic in other orders (cuDNN's algorithms, reductions): 1e-4 of the tensor's
+    // Two steps of fp32 arithmetic in other orders (cuDNN's algorithms, reductions): 1e-4 of the tensor's
     // largest magnitude.
     double scale = 1e-3;
     for (float v : want) scale = std::max(scale, static_cast<double>(std::abs(v)));
