@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -167,12 +168,47 @@ ConvState& state_for(const Conv2dShape& s, int device) {
   return *it->second;
 }
 
-// The first of cuDNN's ranked candidates that runs without tensor cores, is deterministic and fits the workspace cap;
-// `fallback` (a deterministic algorithm that supports every geometry) when none does.
+// Whether the transform algorithms (FFT, Winograd) may run: they compute the convolution in another basis, with
+// larger rounding errors than a direct sum, which BatchNorm's backward (a difference of means over a few hundred
+// values) amplifies. Measured on an H200 (bench/gpu_vs_cpu.py, resnet20_cifar10, batch 8, one step): the largest
+// difference from the CPU's gradients is 7.8e-6 of a tensor's magnitude with them, 2.2e-6 without; resnet50_imagenet
+// at batch 128 trains at 534 images/s with them, 514 without (-4%). Off by default, so that a task's result depends
+// as little as possible on the kind of worker; DTNN_CUDNN_ALGORITHMS=all allows them (PyTorch's choice),
+// DTNN_CUDNN_ALGORITHMS=direct (the default) does not.
+bool transforms_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("DTNN_CUDNN_ALGORITHMS");
+    const std::string value = v == nullptr ? "direct" : v;
+    if (value != "direct" && value != "all") {
+      throw InvalidArgument("DTNN_CUDNN_ALGORITHMS='" + value + "', expected direct (the default) or all");
+    }
+    return value == "all";
+  }();
+  return allowed;
+}
+bool is_transform(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool is_transform(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool is_transform(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+// The first of cuDNN's ranked candidates that runs without tensor cores, is deterministic, is a direct sum (unless
+// transforms_allowed()) and fits the workspace cap; `fallback` (a deterministic direct algorithm that supports
+// every geometry) when none does.
 template <class Perf, class Algo, class SizeFn>
 Choice first_fit(const std::vector<Perf>& perf, int returned, Algo fallback, SizeFn&& size, const Conv2dShape& s) {
   for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i) {
     const Perf& p = perf[static_cast<std::size_t>(i)];
+    if (is_transform(p.algo) && !transforms_allowed()) {
+      continue;
+    }
     // Tensor-core (TF32, conversion) variants are out; DEFAULT or FMA entries run as FMA under the descriptor's
     // CUDNN_FMA_MATH (what PyTorch does with allow_tf32 off). Requiring FMA alone could leave only the fallback.
     const bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;

@@ -5,7 +5,8 @@
 //
 // - Numerics: FMA math only (CUDNN_FMA_MATH), never TF32, so that results match the CPU's to fp32 rounding; only
 //   algorithms that cuDNN reports as deterministic are used, so that results are bitwise reproducible on a given
-//   GPU model and cuDNN version.
+//   GPU model and cuDNN version; and only direct sums (no FFT or Winograd transforms, whose larger rounding
+//   errors BatchNorm's backward amplifies) unless DTNN_CUDNN_ALGORITHMS=all.
 // - Algorithms: chosen once per (device, shape, pass) from cuDNN's heuristics (no trial runs, no synchronisation)
 //   and cached process-wide; descriptors are cached per thread and shape (each CUDA worker has its own thread and
 //   cuDNN handle).
