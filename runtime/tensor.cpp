@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -127,7 +128,14 @@ void Tensor::release() noexcept {
 }
 
 void Tensor::discard() const {
-  if (data_ != nullptr) return;
+  // DTNN_KEEP_DEAD_TENSORS=1 keeps every transient tensor to the end of its life (the memory of the runs before
+  // liveness release): the A/B of that release, for memory studies and for telling a kernel that depends on
+  // its output's earlier content from one that does not.
+  static const bool keep = [] {
+    const char* v = std::getenv("DTNN_KEEP_DEAD_TENSORS");
+    return v != nullptr && std::string_view(v) != "0" && std::string_view(v) != "";
+  }();
+  if (data_ != nullptr || keep) return;
   for (starpu_data_handle_t h : handles_) {
     starpu_data_invalidate_submit(h);
   }
