@@ -20,16 +20,20 @@
 #   calibrate   `dtnn calibrate --device cuda` of the simulation's models (--calibrate, model:batch pairs), the
 #               machine folder packed as $OUT/machine-gpu.tar.xz (StarPU's CUDA models and bus files, for
 #               docs/simulation.md);
-#   cpu_scaling images/s of --scaling-model (resnet18_cifar10, batch 128) on 1, 2, 4, ... CPU workers up to the
+#   cpu_scaling images/s of --scaling-model (resnet18_cifar10, batch 64) on 1, 2, 4, ... CPU workers up to the
 #               machine's cores, tiles = max(2, workers): every core of a real node;
 #   device_all  --device all (CPU and GPU workers, placed by dmdas) against --device cuda, on a model whose tasks
-#               a CPU core can take (--all-model resnet20_cifar10, batch 256, 8 tiles).
+#               a CPU core can take (--all-model resnet20_cifar10, batch 256, 8 tiles);
+#   cpu_vs_gpu  bench/gpu_vs_cpu.py: the weights that 3 training steps give on the GPU against the CPU's, per
+#               step and tensor, and a second GPU run against the first (needs python3 with numpy and h5py).
+# --parts LIST runs only those (host and binaries always run); default: every part.
 # A part that cannot run for a reason outside dtnn (no GPU, no python3, no torch, no nvidia-smi) is "skipped" with
 # the reason in the JSON; the exit status is 1 only when a part failed, timed out or crashed.
 #
 #   bench/gpu_check.sh [--steps 20] [--batch 128] [--budget 540] [--all-model NAME] [--all-batch 256]
 #                      [--all-tiles 8] [--all-steps 30] [--calibrate M:B,...|none] [--scaling-model M|none]
-#                      [--out DIR] [--cpu-rehearsal]
+#                      [--parts test_cuda,startup,...] [--compare-args "ARGS of gpu_vs_cpu.py"] [--out DIR]
+#                      [--cpu-rehearsal]
 #
 # Where the binaries come from, first found: the folder above this script when it lies in an unpacked bundle
 # (gpu-bundle/bench/gpu_check.sh); $DTNN_GPU_BUNDLE (a bundle folder or .tar.xz); gpu-bundle.tar.xz at the root
@@ -49,6 +53,8 @@ all_tiles=8
 all_steps=""
 calibrate_list="resnet50_imagenet:64,vgg16_cifar10:64,resnet18_cifar10:64,simplecnn:64"
 scaling_model=resnet18_cifar10
+parts_list=all
+compare_args=""
 out_dir="${OUT:-}"
 rehearsal=0
 usage() { sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -63,11 +69,13 @@ while [ $# -gt 0 ]; do
     --all-steps) all_steps="$2"; shift 2 ;;
     --calibrate) calibrate_list="$2"; shift 2 ;;
     --scaling-model) scaling_model="$2"; shift 2 ;;
+    --parts) parts_list="$2"; shift 2 ;;
+    --compare-args) compare_args="$2"; shift 2 ;;
     --out) out_dir="$2"; shift 2 ;;
     --cpu-rehearsal) rehearsal=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu_check.sh: unknown option '$1', expected one of --steps, --batch, --budget, --all-model, --all-batch," \
-            "--all-tiles, --all-steps, --calibrate, --scaling-model, --out, --cpu-rehearsal" >&2; exit 2 ;;
+            "--all-tiles, --all-steps, --calibrate, --scaling-model, --parts, --compare-args, --out, --cpu-rehearsal" >&2; exit 2 ;;
   esac
 done
 if [ "$rehearsal" = 1 ]; then
@@ -84,6 +92,13 @@ for v in steps batch budget all_batch all_tiles all_steps; do
 done
 [ "$steps" -ge 2 ] || { echo "gpu_check.sh: --steps $steps, expected at least 2 (half of them untimed)" >&2; exit 2; }
 [ "$all_steps" -ge 2 ] || { echo "gpu_check.sh: --all-steps $all_steps, expected at least 2" >&2; exit 2; }
+known_parts=" test_cuda startup dtnn_resnet50 pytorch_resnet50 calibrate cpu_scaling device_cuda device_all cpu_vs_gpu "
+if [ "$parts_list" != all ]; then
+  for p in ${parts_list//,/ }; do
+    [[ "$known_parts" == *" $p "* ]] ||
+      { echo "gpu_check.sh: --parts entry '$p', expected all or some of:$known_parts" >&2; exit 2; }
+  done
+fi
 calibrations=()
 if [ "$calibrate_list" != none ]; then
   IFS=, read -r -a calibrations <<<"$calibrate_list"
@@ -163,6 +178,13 @@ set_figure() {
   [ -n "$2" ] || return 0
   [ -n "${figure[$1]+x}" ] || figure_order+=("$1")
   figure[$1]="$2"
+}
+# Whether part $1 runs (--parts); when not, it is recorded as skipped.
+runs_part() {
+  [ "$parts_list" = all ] && return 0
+  [[ ",$parts_list," == *",$1,"* ]] && return 0
+  set_part "$1" "$(jo status "$(js skipped)" reason "$(js "not in --parts $parts_list")")"
+  return 1
 }
 overall_status() {
   local name
@@ -408,7 +430,9 @@ write_json running
 
 # ---- test_cuda: one process per suite ----
 t0=$(date +%s)
-if [ "$binaries_ok" != 1 ]; then
+if ! runs_part test_cuda; then
+  :
+elif [ "$binaries_ok" != 1 ]; then
   set_part test_cuda "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
 else
   test_cap=$(allow 150 300)
@@ -496,7 +520,9 @@ write_json running
 startup_line() {  # LOG: the engine's start-up line of a dtnn run
   grep -m1 '^dtnn: StarPU' "$1" | sed 's/^dtnn: //'
 }
-if [ "$binaries_ok" != 1 ]; then
+if ! runs_part startup; then
+  :
+elif [ "$binaries_ok" != 1 ]; then
   set_part startup "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
 else
   t0=$(date +%s)
@@ -571,7 +597,8 @@ dtnn_bench() {
   set_part "$name" "$(jo status "$(js "$st")" "${fields[@]}")"
 }
 
-dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 90 200
+ips=""
+runs_part dtnn_resnet50 && dtnn_bench dtnn_resnet50 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 90 200
 dtnn_ips="$ips"
 set_figure dtnn_resnet50_images_per_second "$(jn "$dtnn_ips")"
 write_json running
@@ -579,7 +606,9 @@ write_json running
 # ---- PyTorch on the same GPU ----
 t0=$(date +%s)
 torch_ips=""
-if ! command -v python3 >/dev/null 2>&1; then
+if ! runs_part pytorch_resnet50; then
+  :
+elif ! command -v python3 >/dev/null 2>&1; then
   set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "python3 not found")")"
   say "pytorch: skipped (no python3)"
 elif [ ! -f "$script_dir/gpu_pytorch.py" ]; then
@@ -616,7 +645,9 @@ write_json running
 
 # ---- GPU calibration for the simulation (docs/simulation.md) ----
 t0=$(date +%s)
-if [ "${#calibrations[@]}" = 0 ]; then
+if ! runs_part calibrate; then
+  :
+elif [ "${#calibrations[@]}" = 0 ]; then
   set_part calibrate "$(jo status "$(js skipped)" reason "$(js "--calibrate none")")"
 elif [ "$binaries_ok" != 1 ]; then
   set_part calibrate "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
@@ -657,7 +688,9 @@ write_json running
 
 # ---- every core: CPU workers 1, 2, 4, ... up to the machine's cores ----
 t0=$(date +%s)
-if [ "$scaling_model" = none ]; then
+if ! runs_part cpu_scaling; then
+  :
+elif [ "$scaling_model" = none ]; then
   set_part cpu_scaling "$(jo status "$(js skipped)" reason "$(js "--scaling-model none")")"
 elif [ "$binaries_ok" != 1 ]; then
   set_part cpu_scaling "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
@@ -666,14 +699,14 @@ else
   counts=()
   for ((n = 1; n < cores; n *= 2)); do counts+=("$n"); done
   counts+=("$cores")
-  sb=$([ "$rehearsal" = 1 ] && echo 8 || echo 128)
+  sb=$([ "$rehearsal" = 1 ] && echo 8 || echo 64)
   rows=()
   st=pass
   for n in "${counts[@]}"; do
     tiles=$(( n < 2 ? 2 : n ))
     log="$work/scaling_$n.log"
-    run_limited "$(allow 25 80)" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$scaling_model" --dataset synthetic \
-      --batch-size "$sb" --synthetic-samples $(( sb * 3 )) --epochs 2 --steps-per-epoch 3 --tiles "$tiles" --device cpu \
+    run_limited "$(allow 40 80)" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$scaling_model" --dataset synthetic \
+      --batch-size "$sb" --synthetic-samples $(( sb * 2 )) --epochs 2 --steps-per-epoch 2 --tiles "$tiles" --device cpu \
       --workers "$n" --quiet --report "$work/scaling_$n.json"
     rc=$?
     append_log "cpu_scaling $n workers" "$log"
@@ -695,10 +728,14 @@ fi
 write_json running
 
 # ---- --device all against --device cuda ----
-dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45 30
+ips=""
+part_status=skipped
+runs_part device_cuda && dtnn_bench device_cuda "$cuda_device" "$all_model" "$all_batch" "$all_tiles" "$all_steps" 45 30
 cuda_ips="$ips"
 cuda_status="$part_status"
-if [ "$cuda_status" = skipped ]; then
+if ! runs_part device_all; then
+  all_ips=""
+elif [ "$cuda_status" = skipped ]; then
   set_part device_all "$(jo status "$(js skipped)" reason "$(js "no --device cuda run to compare with (part device_cuda)")")"
   all_ips=""
 else
@@ -708,6 +745,34 @@ fi
 set_figure "${all_model}_cuda_images_per_second" "$(jn "$cuda_ips")"
 set_figure "${all_model}_all_images_per_second" "$(jn "$all_ips")"
 set_figure all_over_cuda "$(jn "$(ratio "$all_ips" "$cuda_ips")")"
+write_json running
+
+# ---- the GPU's weights against the CPU's ----
+t0=$(date +%s)
+if ! runs_part cpu_vs_gpu; then
+  :
+elif [ "$binaries_ok" != 1 ]; then
+  set_part cpu_vs_gpu "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+elif ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import numpy, h5py' >/dev/null 2>&1; then
+  set_part cpu_vs_gpu "$(jo status "$(js skipped)" reason "$(js "no python3 with numpy and h5py")")"
+elif [ ! -f "$script_dir/gpu_vs_cpu.py" ]; then
+  set_part cpu_vs_gpu "$(jo status "$(js skipped)" reason "$(js "no $script_dir/gpu_vs_cpu.py")")"
+else
+  secs=$(allow 200 0)
+  say "cpu_vs_gpu: bench/gpu_vs_cpu.py (at most ${secs}s)"
+  run_limited "$secs" "$work/cpu_vs_gpu.log" python3 "$script_dir/gpu_vs_cpu.py" --dtnn "$bin/dtnn" \
+    --env "LD_LIBRARY_PATH=$dtnn_ld" --env "STARPU_HOME=$work/starpu-home" \
+    --test-device "$cuda_device" --budget $(( secs * 2 / 3 )) --out "$work/cpu_vs_gpu.json" $compare_args
+  rc=$?
+  append_log cpu_vs_gpu "$work/cpu_vs_gpu.log"
+  cat "$work/cpu_vs_gpu.log"
+  cp "$work/cpu_vs_gpu.json" "$out_dir/cpu_vs_gpu.json" 2>/dev/null
+  st="$(status_of "$rc")"
+  fields=(seconds "$(( $(date +%s) - t0 ))" exit_code "$rc")
+  [ -f "$work/cpu_vs_gpu.json" ] && fields+=(result "$(jfile "$work/cpu_vs_gpu.json")") ||
+    fields+=(tail "$(js "$(tail_of "$work/cpu_vs_gpu.log" 30)")")
+  set_part cpu_vs_gpu "$(jo status "$(js "$st")" "${fields[@]}")"
+fi
 
 # ---- summary ----
 write_json done

@@ -9,7 +9,7 @@
 #   gpu-bundle/lib/            libraries the binaries need, found first (LD_LIBRARY_PATH of dtnn's commands only)
 #   gpu-bundle/lib/compat/     libstdc++ and libgcc_s of the build machine, used only where the host's are missing
 #                              or older than the binaries need (a newer host one serves the host's CUDA libraries too)
-#   gpu-bundle/bench/{gpu_check.sh,gpu_pytorch.py}
+#   gpu-bundle/bench/{gpu_check.sh,gpu_pytorch.py,gpu_vs_cpu.py}
 #
 # glibc is never shipped (its loader and libc must match each other and the kernel interface of the host); CUDA's
 # runtime, cuBLAS, cuDNN, NCCL and the driver's libraries come from the GPU machine.
@@ -26,7 +26,7 @@ trap 'rm -rf "$stage"' EXIT
 root="$stage/gpu-bundle"
 mkdir -p "$root/bin" "$root/lib/compat" "$root/bench"
 cp "$build/bin/dtnn" "$build/bin/test_cuda" "$root/bin/"
-cp "$here/bench/gpu_check.sh" "$here/bench/gpu_pytorch.py" "$root/bench/"
+cp "$here/bench/gpu_check.sh" "$here/bench/gpu_pytorch.py" "$here/bench/gpu_vs_cpu.py" "$root/bench/"
 glibc='^(linux-vdso|ld-linux|libc\.|libm\.|libmvec\.|libdl\.|libpthread\.|librt\.|libresolv\.|libnss_|libutil\.|libanl\.|libBrokenLocale\.|libthread_db\.)'
 from_host='^(libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvidia|libnvrtc|libnvJitLink|libcusparse|libcufft|libcurand)'
 compat='^(libstdc\+\+|libgcc_s)\.'
