@@ -514,6 +514,21 @@ TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
   ASSERT_EQ(doc.at("calibrations").size(), 1u);
   EXPECT_EQ(doc.at("calibrations")[0].at("model"), "simplecnn");
   EXPECT_EQ(doc.at("calibrations")[0].at("batch_size"), 32);
+  EXPECT_EQ(doc.at("calibrations")[0].at("device"), "cpu");
+  // The GPUs' models: where the build has no CUDA codelets or the machine no GPU, an error naming the option, and
+  // the folder keeps what it had; on a GPU machine a second calibration, of the CUDA worker.
+  const CliRun gpu =
+      dtnn("calibrate --model simplecnn --batch-size 32 --steps 4 --workers 1 --device cuda --out " + dir.string());
+  const auto after = read_json(dir / "machine.json");
+  if (gpu.status == 0) {
+    ASSERT_EQ(after.at("calibrations").size(), 2u) << gpu.output;
+    EXPECT_EQ(after.at("calibrations")[1].at("device"), "cuda");
+    EXPECT_GE(after.at("calibrations")[1].at("cuda_workers").get<int>(), 1);
+  } else {
+    EXPECT_EQ(gpu.status, 2) << gpu.output;
+    EXPECT_NE(gpu.output.find("--device cuda: "), std::string::npos) << gpu.output;
+    EXPECT_EQ(after, doc);
+  }
   const CliRun simulate = dtnn("simulate --machine " + dir.string());
   EXPECT_EQ(simulate.status, 2) << simulate.output;
   EXPECT_NE(simulate.output.find("DTNN_SIMGRID build"), std::string::npos) << simulate.output;
