@@ -82,7 +82,7 @@ def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
 
 # Predictions for machines we do not have: nodes of 32 cores (this machine's cores, --cpu-speed 1), batch 32 per
 # node in 32 tiles (one sample per core), 25 MiB buckets, 1..64 nodes on a 100 Gb/s, 2 us network.
-SCALING_MODELS = ["resnet50", "vgg16"]
+SCALING_MODELS = ["resnet50_imagenet", "vgg16_imagenet"]
 SCALING_RANKS = [1, 2, 4, 8, 16, 32, 64]
 SCALING_NET = {"link_gbps": 100.0, "link_latency_us": 2.0}
 
