@@ -10,6 +10,7 @@
 #include "models/fusion.hpp"
 #include "models/sequential.hpp"
 #include "core/errors.hpp"
+#include "support/blocks.hpp"
 #include "support/gradient_check.hpp"
 
 namespace dtnn {
@@ -57,25 +58,7 @@ TEST(BlockTest, NestedBlocksMatchNumericalGradient) {
   check_layer_gradients(outer, {2, 3, 3});
 }
 
-// A ResNet basic block: conv, BatchNorm, ReLU, conv, BatchNorm on the branch; the shortcut an identity or a
-// projection (1x1 conv + BatchNorm).
-std::unique_ptr<Block> basic_block(int in, int out, int stride) {
-  auto block = std::make_unique<Block>(Merge::kAdd);
-  block->add_path(Path("")
-                      .add_as<Conv2d>("conv1", Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(0))
-                      .add_as<BatchNorm2d>("bn1", BatchNorm2dOptions(out))
-                      .add_as<ReLU>("relu1")
-                      .add_as<Conv2d>("conv2", Conv2dOptions(out, out, 3).padding(1).bias(0))
-                      .add_as<BatchNorm2d>("bn2", BatchNorm2dOptions(out)));
-  if (stride == 1 && in == out) {
-    block->add_path(Path());
-  } else {
-    block->add_path(Path("downsample")
-                        .add<Conv2d>(Conv2dOptions(in, out, 1).stride(stride).bias(0))
-                        .add<BatchNorm2d>(BatchNorm2dOptions(out)));
-  }
-  return block;
-}
+using test_support::basic_block;
 
 // The fused block computes ReLU(block(x)), the ReLU that follows it fused (as models/fusion.hpp fuses it when the
 // block is followed by a ReLU in its container).

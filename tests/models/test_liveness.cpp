@@ -23,6 +23,7 @@
 #include "models/training.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/host_memory.hpp"
+#include "support/blocks.hpp"
 
 namespace dtnn {
 namespace {
@@ -31,23 +32,6 @@ namespace {
 // shortcut (BatchNorm + Add + ReLU fused), a concatenation with an identity path, a convolution and a dense layer
 // with a fused ReLU (their masked gradients), dropout (its mask), pooling.
 Sequential liveness_net(int fusion) {
-  auto residual = [](int in, int out, int stride) {
-    auto block = std::make_unique<Block>(Merge::kAdd);
-    block->add_path(Path("")
-                        .add_as<Conv2d>("conv1", Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(0))
-                        .add_as<BatchNorm2d>("bn1", BatchNorm2dOptions(out))
-                        .add_as<ReLU>("relu1")
-                        .add_as<Conv2d>("conv2", Conv2dOptions(out, out, 3).padding(1).bias(0))
-                        .add_as<BatchNorm2d>("bn2", BatchNorm2dOptions(out)));
-    if (stride == 1 && in == out) {
-      block->add_path(Path());
-    } else {
-      block->add_path(Path("downsample")
-                          .add<Conv2d>(Conv2dOptions(in, out, 1).stride(stride).bias(0))
-                          .add<BatchNorm2d>(BatchNorm2dOptions(out)));
-    }
-    return block;
-  };
   auto concat = std::make_unique<Block>(Merge::kConcat);
   concat->add_path(Path().add<Conv2d>(Conv2dOptions(6, 2, 3).padding(1)).add<ReLU>());
   concat->add_path(Path());
@@ -56,9 +40,9 @@ Sequential liveness_net(int fusion) {
   m.add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(0))
       .add_as<BatchNorm2d>("bn1", BatchNorm2dOptions(4))
       .add_as<ReLU>("relu")
-      .add("layer1.0", residual(4, 4, 1))
+      .add("layer1.0", test_support::basic_block(4, 4, 1))
       .add_as<ReLU>("layer1.0.relu")
-      .add("layer2.0", residual(4, 6, 2))
+      .add("layer2.0", test_support::basic_block(4, 6, 2))
       .add_as<ReLU>("layer2.0.relu")
       .add("mix", std::move(concat))
       .add_as<Conv2d>("head", Conv2dOptions(8, 8, 3).padding(1))
