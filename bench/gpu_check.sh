@@ -51,7 +51,7 @@ all_model=resnet20_cifar10
 all_batch=""
 all_tiles=8
 all_steps=""
-calibrate_list="resnet50_imagenet:64,vgg16_cifar10:64,resnet18_cifar10:64,simplecnn:64"
+calibrate_list=""
 scaling_model=resnet18_cifar10
 parts_list=all
 compare_args=""
@@ -80,11 +80,11 @@ while [ $# -gt 0 ]; do
 done
 if [ "$rehearsal" = 1 ]; then
   steps="${steps:-4}"; batch="${batch:-4}"; all_batch="${all_batch:-64}"; all_steps="${all_steps:-4}"
-  [ "$calibrate_list" = "resnet50_imagenet:64,vgg16_cifar10:64,resnet18_cifar10:64,simplecnn:64" ] &&
-    calibrate_list="simplecnn:16"
+  calibrate_list="${calibrate_list:-simplecnn:16}"
   main_device=cpu; all_device=cpu; cuda_device=cpu; torch_device=cpu
 else
   steps="${steps:-20}"; batch="${batch:-128}"; all_batch="${all_batch:-256}"; all_steps="${all_steps:-30}"
+  calibrate_list="${calibrate_list:-resnet50_imagenet:64,vgg16_cifar10:64,resnet18_cifar10:64,simplecnn:64}"
   main_device=cuda; all_device=all; cuda_device=cuda; torch_device=cuda
 fi
 for v in steps batch budget all_batch all_tiles all_steps; do
@@ -252,6 +252,13 @@ status_of() {
     13[0-9]|14[0-9]|15[0-9]) echo crashed ;;
     *) echo fail ;;
   esac
+}
+# The status of a run that did not give its result: status_of, with a clean exit counted as a failure.
+failure_of() {
+  local s
+  s="$(status_of "$1")"
+  [ "$s" = pass ] && s=fail
+  echo "$s"
 }
 # The last lines of a log, for the JSON.
 tail_of() { tail -n "${2:-25}" "$1" 2>/dev/null; }
@@ -444,8 +451,7 @@ else
   suites=()
   while IFS= read -r s; do suites+=("$s"); done < <(sed -n 's/^\([A-Za-z_][A-Za-z0-9_/]*\)\.\( .*\)\{0,1\}$/\1/p' "$work/list.log")
   if [ "$rc" != 0 ] || [ "${#suites[@]}" = 0 ]; then
-    st="$(status_of "$rc")"
-    [ "$st" = pass ] && st=fail
+    st="$(failure_of "$rc")"
     set_part test_cuda "$(jo status "$(js "$st")" exit_code "$rc" \
       reason "$(js "test_cuda --gtest_list_tests failed or listed no suite")" tail "$(js "$(tail_of "$work/list.log")")")"
     say "test_cuda: $st: could not list the suites (exit $rc)"
@@ -538,7 +544,7 @@ else
     append_log "startup --device $dev --workers 0" "$log"
     line="$(startup_line "$log")"
     fields+=("device_${dev}_workers_0" "$(js "${line:-exit $rc: $(tail_of "$log" 5)}")")
-    if [ "$rc" != 0 ]; then st="$(status_of "$rc")"; [ "$st" = pass ] && st=fail; fi
+    [ "$rc" != 0 ] && st="$(failure_of "$rc")"
     say "startup --device $dev --workers 0: ${line:-exit $rc}"
   done
   set_part startup "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" cores "$(jn "$(nproc)")" "${fields[@]}")"
@@ -631,8 +637,7 @@ else
       images_per_second "$(jn "$torch_ips")" result "$(jfile "$work/torch.json")")"
     say "pytorch: ${torch_ips:-?} images/s"
   else
-    st="$(status_of "$rc")"
-    [ "$st" = pass ] && st=fail
+    st="$(failure_of "$rc")"
     set_part pytorch_resnet50 "$(jo status "$(js "$st")" exit_code "$rc" seconds "$(( $(date +%s) - t0 ))" \
       tail "$(js "$(tail_of "$work/torch.log" 30)")")"
     say "pytorch: $st (exit $rc)"
@@ -670,8 +675,7 @@ else
       set_figure "calibrate_${m}_step_ms" "$(jn "$step_ms")"
       say "calibrate $m: ${step_ms:-?} ms per step"
     else
-      st="$(status_of "$rc")"
-      [ "$st" = pass ] && st=fail
+      st="$(failure_of "$rc")"
       rows+=("$(jo model "$(js "$m")" batch "$b" status "$(js "$st")" exit_code "$rc" tail "$(js "$(tail_of "$log" 30)")")")
       say "calibrate $m: $st (exit $rc)"
       tail_of "$log" 10
@@ -715,8 +719,7 @@ else
       rows+=("$(jo workers "$n" tiles "$tiles" images_per_second "$(jn "$v")")")
       say "cpu_scaling: $scaling_model batch $sb, $n CPU workers, $tiles tiles: ${v:-?} images/s"
     else
-      st="$(status_of "$rc")"
-      [ "$st" = pass ] && st=fail
+      st="$(failure_of "$rc")"
       rows+=("$(jo workers "$n" tiles "$tiles" status "$(js "$st")" exit_code "$rc" tail "$(js "$(tail_of "$log" 20)")")")
       say "cpu_scaling: $n workers: $st (exit $rc)"
       break
