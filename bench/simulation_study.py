@@ -5,7 +5,7 @@ against the step time `dtnn train` measures on this machine, for 1 and 2 workers
 MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
 
   bench/simulation_study.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10] [--reps 3] [--lock]
-                            [--out bench/results/simulation_study] [--scaling]
+                            [--out bench/results/simulation_study] [--scaling] [--gpu]
 
 Per model: `build/bin/dtnn calibrate` (2 workers, lws) into OUT/machines/<model>; then, alternating the
 configurations within each of --reps rounds, `dtnn train` on synthetic data (median step time after 2 warm-up
@@ -130,6 +130,103 @@ def scaling(a):
     print(f"wrote {a.out}_scaling.json and .md")
 
 
+# The GPU machine: bench/results/machines/h200_xeon16, calibrated by bench/gpu_check.sh on a borrowed H200 with 16
+# Xeon cores (2026-12-04): each model at batch 64, 1 tile, --device cuda, 2 CPU workers, dmdas, 20 steps.
+GPU_MACHINE = os.path.join(HERE, "results", "machines", "h200_xeon16")
+# vgg16_cifar10 and resnet18_cifar10 are not simulated: that calibration left tile_sum shapes with fewer than 10
+# samples (docs/simulation.md).
+GPU_SCALING = [("resnet50_imagenet", 64)]
+
+
+def gpu_simulate(model, batch, gpus=1, ranks=1, steps=12):
+    with tempfile.NamedTemporaryFile(suffix=".json") as report:
+        cmd = [SIM, "simulate", "--model", model, "--machine", GPU_MACHINE, "--batch-size", str(batch), "--tiles",
+               "1", "--workers", "2", "--device", "cuda", "--gpus", str(gpus), "--scheduler", "dmdas",
+               "--steps", str(steps), "--warmup", "2", "--report", report.name]
+        if ranks > 1:
+            cmd += ["--ranks", str(ranks), "--link-gbps", str(SCALING_NET["link_gbps"]), "--link-latency-us",
+                    str(SCALING_NET["link_latency_us"])]
+        run(cmd)
+        with open(report.name) as f:
+            return json.load(f)
+
+
+def gpu_validation(a):
+    """Each GPU calibration's own measured step (the median after 2 of its 20 steps, on the H200) against the
+    simulation of the same configuration from the models it wrote."""
+    with open(os.path.join(GPU_MACHINE, "machine.json")) as f:
+        machine = json.load(f)
+    rows = []
+    for c in machine["calibrations"]:
+        try:
+            doc = gpu_simulate(c["model"], c["batch_size"], steps=c["steps"])
+        except RuntimeError as e:
+            # StarPU stops a simulation at a shape its calibration saw fewer than 10 times.
+            reason = [l for l in str(e).splitlines() if "perfmodel" in l or "calibrated" in l][:1]
+            rows.append({"model": c["model"], "batch": c["batch_size"], "measured_ms": c["step_ms"],
+                         "failed": reason[0] if reason else str(e)[-300:]})
+            print(f"{c['model']:18} not simulated: {rows[-1]['failed']}", flush=True)
+            continue
+        pred, real = doc["step_ms"], c["step_ms"]
+        rows.append({"model": c["model"], "batch": c["batch_size"], "measured_ms": real, "predicted_ms": pred,
+                     "error": pred / real - 1.0,
+                     "measured_gpu_utilisation": c["worker_use"][0]["utilisation"],
+                     "predicted_gpu_utilisation": [w["utilisation"] for w in doc["worker_use"]
+                                                   if w["name"].startswith("CUDA")][0]})
+        print(f"{c['model']:18} measured {real:8.2f} ms  predicted {pred:8.2f} ms  error {100 * (pred / real - 1):+6.1f}%",
+              flush=True)
+    with open(a.out + "_gpu.json", "w") as f:
+        json.dump({"machine": GPU_MACHINE, "cpu": machine.get("cpu"), "rows": rows}, f, indent=1)
+    with open(a.out + "_gpu.md", "w") as f:
+        f.write("NVIDIA H200 with 16 Xeon cores (bench/results/machines/h200_xeon16): batch 64, 1 tile, --device "
+                "cuda, 2 CPU workers, dmdas; measured: the calibration's own 20 steps (median after 2)\n\n")
+        f.write("| model | batch | measured ms | predicted ms | error | GPU busy measured | GPU busy predicted |\n"
+                "|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            if "failed" in r:
+                f.write(f"| {r['model']} | {r['batch']} | {r['measured_ms']:.2f} | not simulated | | | |\n")
+                continue
+            f.write(f"| {r['model']} | {r['batch']} | {r['measured_ms']:.2f} | {r['predicted_ms']:.2f} | "
+                    f"{100 * r['error']:+.1f}% | {100 * r['measured_gpu_utilisation']:.0f}% | "
+                    f"{100 * r['predicted_gpu_utilisation']:.0f}% |\n")
+    print(f"wrote {a.out}_gpu.json and .md")
+
+
+def gpu_scaling(a):
+    """Nodes of 1 or 4 H200s (copies of the calibrated one), one rank per GPU, batch 64 per GPU, the ring over
+    every rank: a ring's inter-node hops carry what a 1-GPU-per-node ring's do, so the node link is the
+    bottleneck either way."""
+    rows = []
+    for model, batch in GPU_SCALING:
+        base = None
+        for per_node in (1, 4):
+            for nodes in SCALING_RANKS:
+                ranks = nodes * per_node
+                doc = gpu_simulate(model, batch, ranks=ranks, steps=8)
+                step = doc["step_ms"]
+                base = base or step
+                net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0
+                rows.append({"model": model, "gpus_per_node": per_node, "nodes": nodes, "ranks": ranks,
+                             "step_ms": step, "images_per_second": doc["images_per_second"],
+                             "allreduce_ms_per_step": net, "exposed_ms": step - base, "efficiency": base / step})
+                print(f"{model:18} {per_node} GPU/node {nodes:3} nodes: step {step:8.2f} ms, "
+                      f"{doc['images_per_second']:10.1f} images/s, allreduce {net:7.2f} ms a step, exposed "
+                      f"{step - base:7.2f} ms, efficiency {100 * base / step:5.1f}%", flush=True)
+    with open(a.out + "_gpu_scaling.json", "w") as f:
+        json.dump({"machine": GPU_MACHINE, "network": SCALING_NET, "rows": rows}, f, indent=1)
+    with open(a.out + "_gpu_scaling.md", "w") as f:
+        f.write("Nodes of 1 or 4 simulated H200s (bench/results/machines/h200_xeon16), one rank per GPU, batch 64 "
+                "per GPU, dmdas, 25 MiB buckets, ring allreduce over every rank on "
+                f"{SCALING_NET['link_gbps']:.0f} Gb/s links of {SCALING_NET['link_latency_us']:.0f} us\n\n")
+        f.write("| model | GPUs per node | nodes | step ms | images/s | allreduce ms a step | exposed ms | "
+                "efficiency |\n|---|---|---|---|---|---|---|---|\n")
+        for r in rows:
+            f.write(f"| {r['model']} | {r['gpus_per_node']} | {r['nodes']} | {r['step_ms']:.2f} | "
+                    f"{r['images_per_second']:.0f} | {r['allreduce_ms_per_step']:.2f} | {r['exposed_ms']:.2f} | "
+                    f"{100 * r['efficiency']:.1f}% |\n")
+    print(f"wrote {a.out}_gpu_scaling.json and .md")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="simplecnn,resnet18_cifar10,vgg16_cifar10")
@@ -138,7 +235,13 @@ def main():
     p.add_argument("--out", default=os.path.join(HERE, "results", "simulation_study"))
     p.add_argument("--scaling", action="store_true", help="only the predictions: resnet50 and vgg16 on 1..64 "
                    "nodes of 32 cores")
+    p.add_argument("--gpu", action="store_true", help="only the GPU machine: its calibrations predicted "
+                   "(OUT_gpu), and resnet50/vgg16 on 1..64 nodes of 1 and 4 GPUs (OUT_gpu_scaling)")
     a = p.parse_args()
+    if a.gpu:
+        gpu_validation(a)
+        gpu_scaling(a)
+        return
     if a.scaling:
         scaling(a)
         return

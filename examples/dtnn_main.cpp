@@ -547,8 +547,9 @@ struct StepArgs {
   int tail_buckets = 1;
   int cpus = 0;            // simulate: CPU cores of the target (0: the calibrated machine's)
   double cpu_speed = 1.0;  // simulate: the target's cores against the calibrated ones
-  std::string device = "cpu";  // calibrate: where the tasks run (cpu, cuda, all)
-  int gpus = -1;               // calibrate: CUDA workers with --device cuda|all (-1: every GPU)
+  double gpu_speed = 1.0;  // simulate: the target's GPUs against the calibrated one
+  std::string device = "cpu";  // where the tasks run (cpu, cuda, all)
+  int gpus = -1;               // CUDA workers with --device cuda|all (-1: every GPU, simulated or real)
   std::string trace;
   std::string report;
 };
@@ -607,6 +608,13 @@ StepOutcome run_step_args(const StepArgs& a) {
   if (a.ranks > 1) {
     dtnn::runtime::NetworkModel net;
     net.ranks = a.ranks;
+    // With GPUs the sums acquire the gradients on the first GPU's memory, as NCCL reduces device buffers.
+    for (unsigned w = 0; gpu && w < starpu_worker_get_count(); ++w) {
+      if (starpu_worker_get_type(static_cast<int>(w)) == STARPU_CUDA_WORKER) {
+        net.node = static_cast<int>(starpu_worker_get_memory_node(w));
+        break;
+      }
+    }
     net.bandwidth_bytes_per_s = a.link_gbps * 1e9 / 8.0;
     net.latency_s = a.link_latency_us * 1e-6;
     network = std::make_unique<dtnn::runtime::SimulatedNetwork>(net);
@@ -700,24 +708,43 @@ int run_simulate(const StepArgs& a) {
   const fs::path dir = a.folder;
   dtnn::runtime::use_machine_folder(dir, 0);
   const nlohmann::json machine = dtnn::runtime::read_machine_file(dir);
+  if (a.device != "cpu" && a.device != "cuda" && a.device != "all") {
+    throw InvalidArgument(fmt::format("--device {}, expected cpu, cuda or all", a.device));
+  }
+  const bool gpu = a.device != "cpu";
+  const int calibrated_gpus = dtnn::runtime::machine_gpus(dir);
+  if (gpu && calibrated_gpus == 0) {
+    throw InvalidArgument(fmt::format("--device {}: machine folder '{}' has no GPU, expected one calibrated with "
+                                      "`dtnn calibrate --device cuda` on a GPU machine (or --device cpu)",
+                                      a.device, dir.string()));
+  }
   // Simulated tasks take their calibrated times: a shape nobody calibrated would stop StarPU in the middle.
-  bool calibrated = false;
+  bool calibrated_cpu = false;
+  bool calibrated_gpu = false;
   std::string have;
   for (const auto& c : machine.value("calibrations", nlohmann::json::array())) {
     have += fmt::format("{}{} batch {} tiles {} conv {} fusion {}", have.empty() ? "" : "; ", c.value("model", ""),
                         c.value("batch_size", 0), c.value("tiles", 0), c.value("conv", ""), c.value("fusion", ""));
-    // A GPU calibration (--device cuda) holds no CPU models of that graph's shapes.
-    calibrated = calibrated || (c.value("device", std::string("cpu")) != "cuda" && c.value("model", "") == a.model &&
-                                c.value("batch_size", 0) == a.batch_size &&
-                                c.value("tiles", 0) == a.tiles && c.value("conv", "") == a.conv &&
-                                c.value("fusion", "") == a.fusion);
+    const std::string device = c.value("device", std::string("cpu"));
+    have += fmt::format(" device {}", device);
+    if (c.value("model", "") != a.model || c.value("batch_size", 0) != a.batch_size || c.value("tiles", 0) != a.tiles ||
+        c.value("conv", "") != a.conv || c.value("fusion", "") != a.fusion) {
+      continue;
+    }
+    // A calibration with --device cuda holds the CUDA models of that graph's shapes (and the CPU ones only of the
+    // tasks without a CUDA body); cpu the CPU ones; all both. --device all needs both kinds.
+    calibrated_cpu = calibrated_cpu || device != "cuda";
+    calibrated_gpu = calibrated_gpu || device != "cpu";
   }
+  const bool calibrated = a.device == "cpu" ? calibrated_cpu : a.device == "cuda" ? calibrated_gpu
+                                                                                  : calibrated_cpu && calibrated_gpu;
   if (!calibrated) {
     throw InvalidArgument(fmt::format(
-        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {} (it has: {}), expected "
-        "`dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {} --out {}` first",
-        dir.string(), a.model, a.batch_size, a.tiles, a.conv, a.fusion, have.empty() ? "none" : have, a.model,
-        a.batch_size, a.tiles, a.conv, a.fusion, dir.string()));
+        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {} for --device {} (it has: {}), "
+        "expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {} --device {} --out {}` "
+        "first",
+        dir.string(), a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, have.empty() ? "none" : have,
+        a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, dir.string()));
   }
   fmt::print("dtnn simulate: SimGrid, {} on machine {} ({}); codelets do not run and buffers hold nothing, so "
              "there is no loss, metric, checkpoint or evaluation\n",
@@ -730,13 +757,24 @@ int run_simulate(const StepArgs& a) {
       if (!dir.empty()) fs::remove_all(dir, ignored);
     }
   } derived;
-  if (a.cpus > 0 || a.cpu_speed != 1.0) {
-    derived.dir = fs::temp_directory_path() / fmt::format("dtnn-target-{}", ::getpid());
-    dtnn::runtime::derive_machine_folder(dir, derived.dir, dtnn::runtime::TargetMachine{a.cpus, a.cpu_speed});
-    dtnn::runtime::use_machine_folder(derived.dir, 0);
-    fmt::print("target machine: {} CPU cores at {} times the calibrated cores' speed\n",
-               a.cpus > 0 ? fmt::format("{}", a.cpus) : "the calibrated machine's", a.cpu_speed);
+  if (gpu && a.gpus == 0) {
+    throw InvalidArgument(fmt::format("--gpus 0 with --device {}, expected -1 (the machine's GPUs) or a count", a.device));
   }
+  // More GPUs than the calibrated machine had are copies of its GPU 0 (runtime::derive_machine_folder).
+  const int target_gpus = gpu && a.gpus > calibrated_gpus ? a.gpus : 0;
+  if (a.cpus > 0 || a.cpu_speed != 1.0 || target_gpus > 0 || (gpu && a.gpu_speed != 1.0)) {
+    derived.dir = fs::temp_directory_path() / fmt::format("dtnn-target-{}", ::getpid());
+    dtnn::runtime::derive_machine_folder(
+        dir, derived.dir, dtnn::runtime::TargetMachine{a.cpus, a.cpu_speed, target_gpus, gpu ? a.gpu_speed : 1.0});
+    dtnn::runtime::use_machine_folder(derived.dir, 0);
+    fmt::print("target machine: {} CPU cores at {} times the calibrated cores' speed{}\n",
+               a.cpus > 0 ? fmt::format("{}", a.cpus) : "the calibrated machine's", a.cpu_speed,
+               gpu ? fmt::format(", {} GPUs at {} times the calibrated GPU's speed",
+                                 target_gpus > 0 ? target_gpus : calibrated_gpus, a.gpu_speed)
+                   : "");
+  }
+  // Every simulated GPU takes the models of the calibrated GPU 0 (StarPU keys CUDA models by device otherwise).
+  if (gpu) setenv("STARPU_PERF_MODEL_HOMOGENEOUS_CUDA", "1", 1);
   const int cpus = dtnn::runtime::machine_cpus(derived.dir.empty() ? dir : derived.dir);
   if (a.workers > cpus) {
     throw InvalidArgument(fmt::format("--workers {}: the machine has {} CPU cores, expected at most {} (or a target "
@@ -763,7 +801,8 @@ int run_simulate(const StepArgs& a) {
     nlohmann::json doc = step_result_json(a, r);
     doc["machine"] = fs::absolute(dir).string();
     doc["simulated"] = true;
-    doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}};
+    doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}, {"gpus", gpu ? out.cuda_workers : 0},
+                     {"gpu_speed", gpu ? a.gpu_speed : 1.0}};
     doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
                       {"bucket_mb", a.bucket_mb}, {"allreduces", out.allreduces},
                       {"allreduce_ms_per_step", per_step_ms}};
@@ -1034,6 +1073,17 @@ int main(int argc, char** argv) {
   simulate->add_option("--cpu-speed", sim.cpu_speed, "the target's cores against the calibrated ones (2: twice as "
                                                    "fast; every task's calibrated time is divided by it)")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  simulate->add_option("--device", sim.device,
+                       "cpu: every task on the CPU workers; cuda: every task with a CUDA body on the simulated GPUs; "
+                       "all: the scheduler chooses (needs a machine folder calibrated with --device cuda or all)")
+      ->check(CLI::IsMember({"cpu", "cuda", "all"}))
+      ->capture_default_str();
+  simulate->add_option("--gpus", sim.gpus, "simulated GPUs with --device cuda|all (-1: the calibrated machine's; "
+                                           "more are copies of its GPU 0)")
+      ->capture_default_str();
+  simulate->add_option("--gpu-speed", sim.gpu_speed, "the target's GPUs against the calibrated one (every CUDA "
+                                                     "task's calibrated time is divided by it)")
       ->capture_default_str();
   simulate->add_option("--ranks", sim.ranks, "data-parallel ranks (one simulated; the others' allreduces on a "
                                              "simulated network)")

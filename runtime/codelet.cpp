@@ -2,6 +2,7 @@
 #include "runtime/codelet.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -39,6 +40,11 @@ const char* to_string(Device device) {
     case Device::kAny: break;
   }
   return "any";
+}
+
+void simulated_cuda_body(void**, void*) {
+  std::fputs("dtnn: a simulated CUDA body ran; in a SimGrid StarPU codelets never run\n", stderr);
+  std::abort();
 }
 
 Codelet::Codelet(const char* name, starpu_cpu_func_t cpu, std::initializer_list<starpu_data_access_mode> modes,

@@ -14,11 +14,19 @@
 
 #ifdef DTNN_HAVE_CUDA
 #define DTNN_CUDA_FUNC(f) (f)
+#elif defined(DTNN_SIMGRID)
+// The simulation build: StarPU offers a task to a simulated CUDA worker only if its codelet has a CUDA body, which
+// never runs there (the task takes its calibrated CUDA time).
+#define DTNN_CUDA_FUNC(f) (&::dtnn::runtime::simulated_cuda_body)
 #else
 #define DTNN_CUDA_FUNC(f) nullptr
 #endif
 
 namespace dtnn::runtime {
+
+// The CUDA body of every codelet that has one in the CUDA build, in the simulation build (DTNN_SIMGRID); aborts if
+// StarPU ever runs it.
+void simulated_cuda_body(void** buffers, void* cl_arg);
 
 // Where tasks may run, process-wide (the CLI's --device, and tests that run one codelet on each kind of
 // worker). kCpu and kCuda restrict the tasks of codelets that have a CUDA implementation; the others

@@ -263,7 +263,10 @@ void Engine::wait_all() {
 Engine* Engine::current() { return g_current; }
 
 int cuda_device_count() {
-#ifdef DTNN_HAVE_CUDA
+#ifdef DTNN_SIMGRID
+  const char* home = std::getenv("STARPU_HOME");
+  return home == nullptr ? 0 : machine_gpus(std::filesystem::path(home).parent_path());
+#elif defined(DTNN_HAVE_CUDA)
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 #else
@@ -272,7 +275,7 @@ int cuda_device_count() {
 }
 
 bool built_with_cuda() {
-#ifdef DTNN_HAVE_CUDA
+#if defined(DTNN_HAVE_CUDA) || defined(DTNN_SIMGRID)
   return true;
 #else
   return false;

@@ -16,9 +16,12 @@ inline constexpr const char* kDefaultScheduler = "lws";
 // priorities. "auto" picks kDefaultScheduler or kDefaultGpuScheduler by whether CUDA workers started.
 inline constexpr const char* kDefaultGpuScheduler = "dmdas";
 
-// True when this build has the CUDA codelets (a CUDA-enabled StarPU and nvcc were found at configure time).
+// True when this build has the CUDA codelets (a CUDA-enabled StarPU and nvcc were found at configure time), or
+// simulates them (DTNN_SIMGRID: every codelet with a CUDA body in the CUDA build has a placeholder that a
+// simulated CUDA worker never runs, taking its calibrated time instead).
 [[nodiscard]] bool built_with_cuda();
-// CUDA devices visible to this process (0 without CUDA or without a GPU).
+// CUDA devices visible to this process (0 without CUDA or without a GPU); in a simulation, the CUDA hosts of the
+// machine folder StarPU is pointed at (STARPU_HOME, runtime/machine.hpp).
 [[nodiscard]] int cuda_device_count();
 
 struct EngineOptions {

@@ -9,6 +9,9 @@
 #include <regex>
 #include <sstream>
 #include <system_error>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -62,15 +65,23 @@ void use_machine_folder(const fs::path& dir, int creating) {
   setenv("STARPU_HOSTNAME", kMachineHost, 1);
 }
 
-int machine_cpus(const fs::path& dir) {
+namespace {
+
+int count_hosts(const fs::path& dir, const std::string& kind) {
   std::ifstream in(sampling(dir) / "bus" / fmt::format("{}.platform.v4.xml", kMachineHost));
+  const std::string tag = "<host id=\"" + kind;
   std::string line;
-  int cpus = 0;
+  int n = 0;
   while (std::getline(in, line)) {
-    if (line.find("<host id=\"CPU") != std::string::npos) ++cpus;
+    if (line.find(tag) != std::string::npos) ++n;
   }
-  return cpus;
+  return n;
 }
+
+}  // namespace
+
+int machine_cpus(const fs::path& dir) { return count_hosts(dir, "CPU"); }
+int machine_gpus(const fs::path& dir) { return count_hosts(dir, "CUDA"); }
 
 nlohmann::json read_machine_file(const fs::path& dir) {
   std::ifstream in(dir / "machine.json");
@@ -97,14 +108,18 @@ std::string read_text(const fs::path& file) {
 }
 
 // A history entry of a StarPU 1.3 model file (perfmodel_history.c, dump_history_entry): footprint, size, flops,
-// mean (us), deviation, sum, sum of squares, samples.
-std::string scale_model(const std::string& text, double speed) {
+// mean (us), deviation, sum, sum of squares, samples. The entries follow the "# Model for <arch>_impl<n>" line of
+// their architecture (cpu0, cuda0, ...): CPU entries are divided by cpu_speed, CUDA ones by gpu_speed.
+std::string scale_model(const std::string& text, double cpu_speed, double gpu_speed) {
   static const std::regex entry(R"(^([0-9a-f]{8})\t(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$)");
   std::istringstream in(text);
   std::string out, line;
   std::smatch m;
+  double speed = 1.0;
   while (std::getline(in, line)) {
-    if (std::regex_match(line, m, entry)) {
+    if (line.rfind("# Model for ", 0) == 0) {
+      speed = line.compare(12, 4, "cuda") == 0 ? gpu_speed : line.compare(12, 3, "cpu") == 0 ? cpu_speed : 1.0;
+    } else if (speed != 1.0 && std::regex_match(line, m, entry)) {
       const double mean = std::stod(m[4]) / speed, dev = std::stod(m[5]) / speed;
       const double sum = std::stod(m[6]) / speed, sum2 = std::stod(m[7]) / (speed * speed);
       char buf[256];
@@ -117,8 +132,65 @@ std::string scale_model(const std::string& text, double speed) {
   return out;
 }
 
-// StarPU's own platform format (perfmodel_bus.c, write_bus_platform_file_content) for CPUs only.
-std::string cpu_platform(int cpus) {
+// What a derived platform copies of the calibrated GPU 0: its memory, and its link each way (bandwidth in B/s
+// and latency in s as the platform gives them; MB/s and us as StarPU's bandwidth and latency files give them,
+// which its schedulers read for their transfer predictions).
+struct GpuLink {
+  std::string memsize;
+  double down_bps = 0.0, up_bps = 0.0, down_s = 0.0, up_s = 0.0;      // RAM-CUDA0, CUDA0-RAM in the platform
+  double down_mbps = 0.0, up_mbps = 0.0, down_us = 0.0, up_us = 0.0;  // [0][1], [1][0] of the bus files
+};
+
+// The first two values of the first two rows of a bus matrix file (nodes 0: RAM and 1: CUDA0).
+std::pair<double, double> ram_gpu_pair(const fs::path& file) {
+  std::istringstream in(read_text(file));
+  std::string line;
+  std::vector<std::vector<double>> rows;
+  while (rows.size() < 2 && std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::vector<double> row;
+    std::string v;
+    while (row.size() < 2 && fields >> v) row.push_back(std::strtod(v.c_str(), nullptr));
+    rows.push_back(row);
+  }
+  if (rows.size() < 2 || rows[0].size() < 2 || rows[1].size() < 2 || !(rows[0][1] > 0.0) || !(rows[1][0] > 0.0)) {
+    throw DataError(fmt::format("{}: no host-GPU 0 values in its first two rows, expected a GPU calibration's file",
+                                file.string()));
+  }
+  return {rows[0][1], rows[1][0]};
+}
+
+GpuLink calibrated_gpu(const fs::path& dir) {
+  const fs::path bus = sampling(dir) / "bus";
+  const fs::path platform = bus / fmt::format("{}.platform.v4.xml", kMachineHost);
+  const std::string xml = read_text(platform);
+  GpuLink g;
+  std::smatch m;
+  static const std::regex memsize(R"re(<host id="CUDA0"[^>]*>\s*<prop id="memsize" value="(\d+)")re");
+  if (!std::regex_search(xml, m, memsize)) {
+    throw DataError(fmt::format("{}: no CUDA0 host with a memsize, expected the platform of a GPU calibration",
+                                platform.string()));
+  }
+  g.memsize = m[1];
+  const auto link = [&](const std::string& id, double& bps, double& s) {
+    const std::regex re("<link id=\"" + id + R"re(" bandwidth="([0-9.e+]+)Bps" latency="([0-9.e+-]+)s")re");
+    if (!std::regex_search(xml, m, re)) {
+      throw DataError(fmt::format("{}: no link {}, expected the platform of a GPU calibration", platform.string(), id));
+    }
+    bps = std::stod(m[1]);
+    s = std::stod(m[2]);
+  };
+  link("RAM-CUDA0", g.down_bps, g.down_s);
+  link("CUDA0-RAM", g.up_bps, g.up_s);
+  std::tie(g.down_mbps, g.up_mbps) = ram_gpu_pair(bus / fmt::format("{}.bandwidth", kMachineHost));
+  std::tie(g.down_us, g.up_us) = ram_gpu_pair(bus / fmt::format("{}.latency", kMachineHost));
+  return g;
+}
+
+// StarPU's own platform format (perfmodel_bus.c, write_bus_platform_file_content): a host per CPU core and per GPU,
+// each GPU with its own link each way to the host's memory (RAM).
+std::string platform(int cpus, int gpus, const GpuLink& g) {
   std::string s =
       "<?xml version='1.0'?>\n"
       "<!DOCTYPE platform SYSTEM 'http://simgrid.gforge.inria.fr/simgrid/simgrid.dtd'>\n"
@@ -133,8 +205,38 @@ std::string cpu_platform(int cpus) {
       " <AS  id=\"AS0\"  routing=\"Full\">\n"
       "   <host id=\"MAIN\" speed=\"1f\"/>\n";
   for (int i = 0; i < cpus; ++i) s += fmt::format("   <host id=\"CPU{}\" speed=\"2000000000f\"/>\n", i);
-  s += "\n   <host id=\"RAM\" speed=\"1f\"/>\n\n   <link id=\"Host\" bandwidth=\"0.000000Bps\" latency=\"0.000000s\"/>\n\n"
-       " </AS>\n </platform>\n";
+  for (int i = 0; i < gpus; ++i) {
+    s += fmt::format("   <host id=\"CUDA{}\" speed=\"2000000000f\">\n     <prop id=\"memsize\" value=\"{}\"/>\n"
+                     "     <prop id=\"memcpy_peer\" value=\"0\"/>\n   </host>\n",
+                     i, g.memsize);
+  }
+  s += "\n   <host id=\"RAM\" speed=\"1f\"/>\n\n   <link id=\"Host\" bandwidth=\"0.000000Bps\" latency=\"0.000000s\"/>\n";
+  for (int i = 0; i < gpus; ++i) {
+    s += fmt::format("   <link id=\"RAM-CUDA{0}\" bandwidth=\"{1:f}Bps\" latency=\"{2:.9f}s\"/>\n"
+                     "   <link id=\"CUDA{0}-RAM\" bandwidth=\"{3:f}Bps\" latency=\"{4:.9f}s\"/>\n",
+                     i, g.down_bps, g.down_s, g.up_bps, g.up_s);
+  }
+  for (int i = 0; i < gpus; ++i) {
+    s += fmt::format("   <route src=\"CUDA{0}\" dst=\"RAM\" symmetrical=\"NO\"><link_ctn id=\"CUDA{0}-RAM\"/></route>\n"
+                     "   <route src=\"RAM\" dst=\"CUDA{0}\" symmetrical=\"NO\"><link_ctn id=\"RAM-CUDA{0}\"/></route>\n",
+                     i);
+  }
+  s += "\n </AS>\n </platform>\n";
+  return s;
+}
+
+// StarPU's bandwidth (MB/s) or latency (us) file for memory nodes 0 (RAM) and 1..gpus: host to GPU `down`, GPU to
+// host `up`, GPU to GPU through the host (bandwidths in series; latencies added).
+std::string bus_matrix(int gpus, double down, double up, bool bandwidth) {
+  std::string s = "#";
+  for (int j = 0; j <= gpus; ++j) s += fmt::format(" to {}\t\t", j);
+  s += "\n";
+  for (int i = 0; i <= gpus; ++i) {
+    for (int j = 0; j <= gpus; ++j) {
+      const double v = i == j ? 0.0 : i == 0 ? down : j == 0 ? up : bandwidth ? 1.0 / (1.0 / up + 1.0 / down) : up + down;
+      s += fmt::format("{:e}{}", v, j == gpus ? "\n" : "\t");
+    }
+  }
   return s;
 }
 
@@ -144,10 +246,23 @@ void derive_machine_folder(const fs::path& calibrated, const fs::path& out, cons
   if (target.cpus < 0 || target.cpus > STARPU_MAXCPUS) {
     throw InvalidArgument(fmt::format("--cpus {}, expected 1 to {} (STARPU_MAXCPUS)", target.cpus, STARPU_MAXCPUS));
   }
+  if (target.gpus < 0 || target.gpus > STARPU_MAXCUDADEVS) {
+    throw InvalidArgument(fmt::format("--gpus {}, expected 0 to {} (STARPU_MAXCUDADEVS of this StarPU)", target.gpus,
+                                      STARPU_MAXCUDADEVS));
+  }
   if (!(target.cpu_speed > 0.0)) {
     throw InvalidArgument(fmt::format("--cpu-speed {}, expected > 0 (1: the calibrated cores)", target.cpu_speed));
   }
+  if (!(target.gpu_speed > 0.0)) {
+    throw InvalidArgument(fmt::format("--gpu-speed {}, expected > 0 (1: the calibrated GPU)", target.gpu_speed));
+  }
   use_machine_folder(calibrated, 0);
+  const int calibrated_gpus = machine_gpus(calibrated);
+  if (target.gpus > 0 && calibrated_gpus == 0) {
+    throw InvalidArgument(fmt::format("--gpus {}: machine folder '{}' has no GPU calibration, expected one written by "
+                                      "`dtnn calibrate --device cuda` (the CUDA build on a GPU machine)",
+                                      target.gpus, calibrated.string()));
+  }
   std::error_code error;
   fs::remove_all(out, error);
   fs::create_directories(out, error);
@@ -155,18 +270,29 @@ void derive_machine_folder(const fs::path& calibrated, const fs::path& out, cons
   if (error) {
     throw DataError(fmt::format("{}: cannot copy the calibration into it ({})", out.string(), error.message()));
   }
-  if (target.cpu_speed != 1.0) {
+  if (target.cpu_speed != 1.0 || target.gpu_speed != 1.0) {
     for (const auto& f : fs::recursive_directory_iterator(sampling(out) / "codelets")) {
-      if (f.is_regular_file()) write_text_file(f.path(), scale_model(read_text(f.path()), target.cpu_speed), "model");
+      if (f.is_regular_file()) {
+        write_text_file(f.path(), scale_model(read_text(f.path()), target.cpu_speed, target.gpu_speed), "model");
+      }
     }
   }
-  if (target.cpus > 0) {
+  const int cpus = target.cpus > 0 ? target.cpus : machine_cpus(calibrated);
+  const int gpus = target.gpus > 0 ? target.gpus : calibrated_gpus;
+  if (target.cpus > 0 || target.gpus > 0) {
     const fs::path bus = sampling(out) / "bus";
-    write_text_file(bus / fmt::format("{}.platform.v4.xml", kMachineHost), cpu_platform(target.cpus), "platform");
+    const GpuLink g = gpus > 0 ? calibrated_gpu(calibrated) : GpuLink{};
+    write_text_file(bus / fmt::format("{}.platform.v4.xml", kMachineHost), platform(cpus, gpus, g), "platform");
+    if (gpus > 0) {
+      write_text_file(bus / fmt::format("{}.bandwidth", kMachineHost), bus_matrix(gpus, g.down_mbps, g.up_mbps, true),
+                      "bus bandwidths");
+      write_text_file(bus / fmt::format("{}.latency", kMachineHost), bus_matrix(gpus, g.down_us, g.up_us, false),
+                      "bus latencies");
+    }
   }
   nlohmann::json doc = read_machine_file(calibrated);
   doc["derived_from"] = fs::absolute(calibrated).string();
-  doc["target"] = {{"cpus", target.cpus}, {"cpu_speed", target.cpu_speed}};
+  doc["target"] = {{"cpus", cpus}, {"cpu_speed", target.cpu_speed}, {"gpus", gpus}, {"gpu_speed", target.gpu_speed}};
   write_machine_file(out, doc);
 }
 

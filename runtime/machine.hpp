@@ -36,6 +36,8 @@ void use_machine_folder(const std::filesystem::path& dir, int creating);
 
 // The CPU hosts of a machine folder's SimGrid platform: the most CPU workers a simulation on it can start.
 [[nodiscard]] int machine_cpus(const std::filesystem::path& dir);
+// Its CUDA hosts (a calibration with `--device cuda|all` on a GPU machine has them; a CPU one has none).
+[[nodiscard]] int machine_gpus(const std::filesystem::path& dir);
 
 // <dir>/machine.json, or an empty object when there is none.
 [[nodiscard]] nlohmann::json read_machine_file(const std::filesystem::path& dir);
@@ -43,16 +45,23 @@ void use_machine_folder(const std::filesystem::path& dir, int creating);
 void write_machine_file(const std::filesystem::path& dir, const nlohmann::json& doc);
 
 // A machine we do not have, described relative to a calibrated one (docs/simulation.md): CPU cores and their
-// speed (a task takes its calibrated time divided by cpu_speed). 0 cpus: the calibrated machine's own.
+// speed (a task on a CPU takes its calibrated time divided by cpu_speed), GPUs and theirs (a task on a GPU, its
+// calibrated GPU time divided by gpu_speed). 0 cpus or gpus: the calibrated machine's own.
 struct TargetMachine {
   int cpus = 0;
   double cpu_speed = 1.0;
+  int gpus = 0;
+  double gpu_speed = 1.0;
 };
 
 // Writes into `out` (created) a machine folder for `target` derived from the calibrated folder `calibrated`: its
-// performance models with every duration divided by cpu_speed (means, deviations and sums; squares by its
-// square), and a SimGrid platform of `cpus` CPU hosts in StarPU's format. Throws InvalidArgument for cpus < 0 or
-// above STARPU_MAXCPUS, or a speed <= 0; DataError naming a file that cannot be read or written.
+// performance models with every CPU duration divided by cpu_speed and every CUDA duration by gpu_speed (means,
+// deviations and sums; squares by the square), and StarPU's SimGrid platform and bus files for `cpus` CPU hosts and
+// `gpus` CUDA hosts. Every GPU is a copy of the calibrated GPU 0 (its memory, and its own PCIe link to the host
+// with the calibrated bandwidth and latency each way); GPUs exchange data through host memory (no peer copies, no
+// NVLink) and do not share the host's memory bandwidth. Throws InvalidArgument for cpus < 0 or above
+// STARPU_MAXCPUS, gpus < 0 or above STARPU_MAXCUDADEVS, GPUs asked of a folder without a GPU calibration, or a
+// speed <= 0; DataError naming a file that cannot be read or written.
 void derive_machine_folder(const std::filesystem::path& calibrated, const std::filesystem::path& out,
                            const TargetMachine& target);
 

@@ -35,6 +35,7 @@ struct SimulatedNetwork::State {
   std::int64_t done = 0;
   double busy = 0.0;
   int stop = 0;
+  int node = STARPU_MAIN_RAM;
 
   static void acquired(void* arg) {
     auto* r = static_cast<Request*>(arg);
@@ -59,7 +60,7 @@ struct SimulatedNetwork::State {
       const double start = starpu_timing_now();
       starpu_sleep(static_cast<float>(r->seconds));
       Tracer::record("allreduce:" + r->name, -1, 0.0, start, starpu_timing_now());
-      for (starpu_data_handle_t h : r->handles) starpu_data_release(h);
+      for (starpu_data_handle_t h : r->handles) starpu_data_release_on_node(h, s->node);
       STARPU_PTHREAD_MUTEX_LOCK(&s->mutex);
       s->busy += r->seconds;
       ++s->done;
@@ -81,6 +82,7 @@ SimulatedNetwork::SimulatedNetwork(NetworkModel model) : model_(model), state_(s
   if (!(model_.latency_s >= 0.0)) {
     throw InvalidArgument(fmt::format("--link-latency-us: latency {} s, expected >= 0", model_.latency_s));
   }
+  state_->node = model_.node;
   STARPU_PTHREAD_MUTEX_INIT(&state_->mutex, nullptr);
   STARPU_PTHREAD_COND_INIT(&state_->cond, nullptr);
   STARPU_PTHREAD_CREATE(&state_->thread, nullptr, &State::run, state_.get());
@@ -114,7 +116,9 @@ void SimulatedNetwork::sum(const std::vector<Tensor*>& tensors, const std::strin
   STARPU_PTHREAD_MUTEX_UNLOCK(&state_->mutex);
   // After the request is queued: a callback may come at once, from this thread or a worker.
   const std::vector<starpu_data_handle_t> handles = raw->handles;
-  for (starpu_data_handle_t h : handles) starpu_data_acquire_cb(h, STARPU_RW, &State::acquired, raw);
+  for (starpu_data_handle_t h : handles) {
+    starpu_data_acquire_on_node_cb(h, state_->node, STARPU_RW, &State::acquired, raw);
+  }
 }
 
 void SimulatedNetwork::all_gather(const Tensor&, Tensor&, const std::vector<std::int64_t>&, const std::string& name) {

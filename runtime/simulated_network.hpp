@@ -24,6 +24,9 @@ struct NetworkModel {
   int ranks = 1;
   double bandwidth_bytes_per_s = 12.5e9;  // 100 Gb/s
   double latency_s = 2e-6;
+  // Memory node whose copies of the gradients a sum acquires: the host's (STARPU_MAIN_RAM, MPI through host
+  // memory) or a GPU's (NCCL on device buffers).
+  int node = 0;
   // Seconds of one allreduce of `bytes` (every rank's contribution) over the ranks.
   [[nodiscard]] double allreduce_seconds(double bytes) const;
 };

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -40,13 +41,17 @@ fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("dtnn-sim-" + std::to_string(::getpid()) + "-" + name);
 }
 
-// A copy of the committed machine folder: StarPU may write into its home.
-fs::path machine_copy(const std::string& name) {
+// A copy of a committed machine folder (by default tests/data/machine-zen5): StarPU may write into its home.
+fs::path machine_copy(const std::string& name, const fs::path& source = fs::path("tests") / "data" / "machine-zen5") {
   const fs::path dir = temp_path(name);
   fs::remove_all(dir);
-  fs::copy(fs::path(DTNN_SOURCE_DIR) / "tests" / "data" / "machine-zen5", dir, fs::copy_options::recursive);
+  fs::copy(fs::path(DTNN_SOURCE_DIR) / source, dir, fs::copy_options::recursive);
   return dir;
 }
+
+// The GPU calibration of bench/results/machines/h200_xeon16 (an H200 and 16 Xeon cores, simplecnn among its
+// models at batch 64, 1 tile, --device cuda, 2 CPU workers, dmdas; bench/results/gpu_h200_2026-12-04).
+const fs::path kH200 = fs::path("bench") / "results" / "machines" / "h200_xeon16";
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -132,6 +137,51 @@ TEST(SimulationTest, TargetMachinesScaleTheCalibratedTimes) {
   const double ranks = simulated_step_ms(machine, "--workers 2 --ranks 2 --link-gbps 1 --link-latency-us 50");
   EXPECT_GT(ranks, calibrated);
   fs::remove_all(machine);
+}
+
+// The CUDA workers of a report, and how many of them ran tasks.
+std::pair<int, int> cuda_workers(const nlohmann::json& report) {
+  int n = 0, busy = 0;
+  for (const auto& w : report.at("worker_use")) {
+    if (w.at("name").get<std::string>().rfind("CUDA", 0) == 0) {
+      ++n;
+      if (w.at("utilisation").get<double>() > 0.0) ++busy;
+    }
+  }
+  return {n, busy};
+}
+
+TEST(SimulationTest, GpusOfAGpuCalibrationAreSimulated) {
+  const fs::path machine = machine_copy("gpu", kH200);
+  const std::string gpu = "--device cuda --tiles 1 --workers 2 --scheduler dmdas ";
+  nlohmann::json reports[3];
+  const std::string variants[3] = {"", "--gpu-speed 2", "--gpus 2"};
+  for (int i = 0; i < 3; ++i) {
+    const fs::path report = temp_path("gpu" + std::to_string(i) + ".json");
+    const CliRun r = dtnn(kRun + gpu + variants[i] + " --machine " + machine.string() + " --report " + report.string());
+    ASSERT_EQ(r.status, 0) << r.output;
+    reports[i] = read_json(report);
+    fs::remove(report);
+  }
+  EXPECT_EQ(cuda_workers(reports[0]), std::make_pair(1, 1));
+  EXPECT_EQ(reports[0].at("target").at("gpus"), 1);
+  // A GPU twice as fast: a shorter step (not half: the CPU tasks and the transfers keep their times).
+  EXPECT_LT(reports[1].at("step_ms").get<double>(), reports[0].at("step_ms").get<double>());
+  // A second GPU, a copy of the calibrated one (with one tile the graph is one chain: dmdas may keep it on one).
+  EXPECT_EQ(cuda_workers(reports[2]).first, 2);
+  EXPECT_EQ(reports[2].at("target").at("gpus"), 2);
+
+  // This folder holds CUDA models only: --device all also needs CPU ones.
+  const CliRun all = dtnn(kRun + "--device all --tiles 1 --workers 2 --machine " + machine.string());
+  EXPECT_EQ(all.status, 2) << all.output;
+  EXPECT_NE(all.output.find("for --device all"), std::string::npos) << all.output;
+  fs::remove_all(machine);
+
+  const fs::path cpu_only = machine_copy("gpu-none");
+  const CliRun none = dtnn(kRun + "--device cuda --machine " + cpu_only.string());
+  EXPECT_EQ(none.status, 2) << none.output;
+  EXPECT_NE(none.output.find("has no GPU"), std::string::npos) << none.output;
+  fs::remove_all(cpu_only);
 }
 
 TEST(SimulationTest, BadMachineFolderAndRealCommandsAreRefused) {
