@@ -5,7 +5,7 @@ against the step time `dtnn train` measures on this machine, for 1 and 2 workers
 MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
 
   bench/simulation_study.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10] [--reps 3] [--lock]
-                            [--out bench/results/simulation_study] [--scaling] [--gpu]
+                            [--out bench/results/simulation_study] [--scaling] [--gpu] [--gpu-scaling]
 
 Per model: `build/bin/dtnn calibrate` (2 workers, lws) into OUT/machines/<model>; then, alternating the
 configurations within each of --reps rounds, `dtnn train` on synthetic data (median step time after 2 warm-up
@@ -136,6 +136,9 @@ GPU_MACHINE = os.path.join(HERE, "results", "machines", "h200_xeon16")
 # vgg16_cifar10 and resnet18_cifar10 are not simulated: that calibration left tile_sum shapes with fewer than 10
 # samples (docs/simulation.md).
 GPU_SCALING = [("resnet50_imagenet", 64)]
+# Simulating resnet50 takes minutes per configuration (16 000 tasks a step in SimGrid's thread contexts): four node
+# counts, 4 steps each (the simulated steps are steady after the 2 warm-up steps).
+GPU_NODES = [1, 4, 16, 64]
 
 
 def gpu_simulate(model, batch, gpus=1, ranks=1, steps=12):
@@ -200,9 +203,9 @@ def gpu_scaling(a):
     for model, batch in GPU_SCALING:
         base = None
         for per_node in (1, 4):
-            for nodes in SCALING_RANKS:
+            for nodes in GPU_NODES:
                 ranks = nodes * per_node
-                doc = gpu_simulate(model, batch, ranks=ranks, steps=8)
+                doc = gpu_simulate(model, batch, ranks=ranks, steps=4)
                 step = doc["step_ms"]
                 base = base or step
                 net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0
@@ -237,9 +240,11 @@ def main():
                    "nodes of 32 cores")
     p.add_argument("--gpu", action="store_true", help="only the GPU machine: its calibrations predicted "
                    "(OUT_gpu), and resnet50/vgg16 on 1..64 nodes of 1 and 4 GPUs (OUT_gpu_scaling)")
+    p.add_argument("--gpu-scaling", action="store_true", help="only the GPU scaling predictions (OUT_gpu_scaling)")
     a = p.parse_args()
-    if a.gpu:
-        gpu_validation(a)
+    if a.gpu or a.gpu_scaling:
+        if a.gpu:
+            gpu_validation(a)
         gpu_scaling(a)
         return
     if a.scaling:
