@@ -136,9 +136,9 @@ GPU_MACHINE = os.path.join(HERE, "results", "machines", "h200_xeon16")
 # vgg16_cifar10 and resnet18_cifar10 are not simulated: that calibration left tile_sum shapes with fewer than 10
 # samples (docs/simulation.md).
 GPU_SCALING = [("resnet50_imagenet", 64)]
-# Simulating resnet50 takes minutes per configuration (16 000 tasks a step in SimGrid's thread contexts): four node
-# counts, 4 steps each (the simulated steps are steady after the 2 warm-up steps).
-GPU_NODES = [1, 4, 16, 64]
+# Simulating resnet50 takes minutes per configuration (16 000 tasks a step in SimGrid's thread contexts): three node
+# counts, 8 steps each (with 4, the window of two steps in flight had not filled: 249 ms against 133 at 20).
+GPU_NODES = [1, 8, 64]
 
 
 def gpu_simulate(model, batch, gpus=1, ranks=1, steps=12):
@@ -205,7 +205,7 @@ def gpu_scaling(a):
         for per_node in (1, 4):
             for nodes in GPU_NODES:
                 ranks = nodes * per_node
-                doc = gpu_simulate(model, batch, ranks=ranks, steps=4)
+                doc = gpu_simulate(model, batch, ranks=ranks, steps=8)
                 step = doc["step_ms"]
                 base = base or step
                 net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0

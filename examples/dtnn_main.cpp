@@ -1076,7 +1076,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   simulate->add_option("--device", sim.device,
                        "cpu: every task on the CPU workers; cuda: every task with a CUDA body on the simulated GPUs; "
-                       "all: the scheduler chooses (needs a machine folder calibrated with --device cuda or all)")
+                       "all: the scheduler chooses (cuda needs a calibration with --device cuda or all, all one with --device "
+                       "all or one of each)")
       ->check(CLI::IsMember({"cpu", "cuda", "all"}))
       ->capture_default_str();
   simulate->add_option("--gpus", sim.gpus, "simulated GPUs with --device cuda|all (-1: the calibrated machine's; "
