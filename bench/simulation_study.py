@@ -66,18 +66,23 @@ def measure(model, workers, sched, ranks, a):
     return statistics.median(times[len(times) // 2:-1]) * 1e3
 
 
-def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
-    batch, tiles, _, _ = SETUP.get(model, (64, 2, 0, 0))
+def run_simulation(args, ranks=1, net=None):
+    """`dtnn simulate ARGS` (the ranks on net's links when ranks > 1); its JSON report."""
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
-        cmd = [SIM, "simulate", "--model", model, "--machine", machine, "--batch-size", str(batch), "--tiles",
-               str(tiles), "--workers", str(workers), "--scheduler", sched, "--steps", "12", "--warmup", "2",
-               "--report", report.name, *extra]
+        cmd = [SIM, "simulate", *args, "--report", report.name]
         if ranks > 1:
             cmd += ["--ranks", str(ranks), "--link-gbps", str(net["link_gbps"]), "--link-latency-us",
                     str(net["link_latency_us"])]
         run(cmd)
         with open(report.name) as f:
             return json.load(f)
+
+
+def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
+    batch, tiles, _, _ = SETUP.get(model, (64, 2, 0, 0))
+    return run_simulation(["--model", model, "--machine", machine, "--batch-size", str(batch), "--tiles", str(tiles),
+                           "--workers", str(workers), "--scheduler", sched, "--steps", "12", "--warmup", "2", *extra],
+                          ranks, net)
 
 
 # Predictions for machines we do not have: nodes of 32 cores (this machine's cores, --cpu-speed 1), batch 32 per
@@ -97,16 +102,9 @@ def scaling(a):
                               "32", "--workers", "2", "--steps", "12", "--warmup", "2"], a.lock)), flush=True)
         base = None
         for ranks in SCALING_RANKS:
-            with tempfile.NamedTemporaryFile(suffix=".json") as report:
-                cmd = [SIM, "simulate", "--model", model, "--machine", machine, "--batch-size", "32", "--tiles", "32",
-                       "--cpus", "32", "--workers", "32", "--scheduler", "lws", "--steps", "6", "--warmup", "2",
-                       "--report", report.name]
-                if ranks > 1:
-                    cmd += ["--ranks", str(ranks), "--link-gbps", str(SCALING_NET["link_gbps"]), "--link-latency-us",
-                            str(SCALING_NET["link_latency_us"])]
-                run(cmd)
-                with open(report.name) as f:
-                    doc = json.load(f)
+            doc = run_simulation(["--model", model, "--machine", machine, "--batch-size", "32", "--tiles", "32",
+                                  "--cpus", "32", "--workers", "32", "--scheduler", "lws", "--steps", "6", "--warmup",
+                                  "2"], ranks, SCALING_NET)
             step = doc["step_ms"]
             base = base or step
             net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0
@@ -142,16 +140,9 @@ GPU_NODES = [1, 8, 64]
 
 
 def gpu_simulate(model, batch, gpus=1, ranks=1, steps=12):
-    with tempfile.NamedTemporaryFile(suffix=".json") as report:
-        cmd = [SIM, "simulate", "--model", model, "--machine", GPU_MACHINE, "--batch-size", str(batch), "--tiles",
-               "1", "--workers", "2", "--device", "cuda", "--gpus", str(gpus), "--scheduler", "dmdas",
-               "--steps", str(steps), "--warmup", "2", "--report", report.name]
-        if ranks > 1:
-            cmd += ["--ranks", str(ranks), "--link-gbps", str(SCALING_NET["link_gbps"]), "--link-latency-us",
-                    str(SCALING_NET["link_latency_us"])]
-        run(cmd)
-        with open(report.name) as f:
-            return json.load(f)
+    return run_simulation(["--model", model, "--machine", GPU_MACHINE, "--batch-size", str(batch), "--tiles", "1",
+                           "--workers", "2", "--device", "cuda", "--gpus", str(gpus), "--scheduler", "dmdas",
+                           "--steps", str(steps), "--warmup", "2"], ranks, SCALING_NET)
 
 
 def gpu_validation(a):
