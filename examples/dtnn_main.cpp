@@ -609,12 +609,8 @@ StepOutcome run_step_args(const StepArgs& a) {
     dtnn::runtime::NetworkModel net;
     net.ranks = a.ranks;
     // With GPUs the sums acquire the gradients on the first GPU's memory, as NCCL reduces device buffers.
-    for (unsigned w = 0; gpu && w < starpu_worker_get_count(); ++w) {
-      if (starpu_worker_get_type(static_cast<int>(w)) == STARPU_CUDA_WORKER) {
-        net.node = static_cast<int>(starpu_worker_get_memory_node(w));
-        break;
-      }
-    }
+    const int first_gpu = gpu ? starpu_worker_get_by_type(STARPU_CUDA_WORKER, 0) : -1;
+    if (first_gpu >= 0) net.node = static_cast<int>(starpu_worker_get_memory_node(static_cast<unsigned>(first_gpu)));
     net.bandwidth_bytes_per_s = a.link_gbps * 1e9 / 8.0;
     net.latency_s = a.link_latency_us * 1e-6;
     network = std::make_unique<dtnn::runtime::SimulatedNetwork>(net);
