@@ -2,15 +2,20 @@
 #include "runtime/engine.hpp"
 
 #include <hwloc.h>
+#include <sched.h>
 #include <starpu.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -28,19 +33,80 @@ namespace {
 Engine* g_current = nullptr;
 
 
-// Cores this process may run on, counted as StarPU counts them: hwloc's cores in the allowed cpuset (StarPU
-// binds one worker per core, not per hardware thread).
-int available_cores() {
-  int cores = 0;
+// The cores this thread may run on, counted as StarPU counts them (one worker per core, not per hardware thread),
+// each as the logical index of its first PU in that set: what StarPU calls a bind id. hwloc's topology is the whole
+// machine: a CPU binding (mpirun's --bind-to core, taskset, numactl) is not a cgroup restriction, and StarPU 1.3
+// binds its i-th worker to the machine's i-th core whatever the process's binding, so two ranks bound to cores 0
+// and 1 both put their worker on core 0 (measured: simplecnn, 2 ranks x 1 worker on this 2-core machine, each
+// worker at half a core).
+struct BoundCores {
+  std::vector<unsigned> bindids;  // the allowed cores' first PUs (logical indices)
+  int machine = 0;                // cores of the machine
+};
+
+BoundCores bound_cores() {
+  BoundCores cores;
   hwloc_topology_t topology = nullptr;
   if (hwloc_topology_init(&topology) == 0) {
     if (hwloc_topology_load(topology) == 0) {
-      cores = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);
+      hwloc_bitmap_t binding = hwloc_bitmap_alloc();
+      const bool bound = binding != nullptr && hwloc_get_cpubind(topology, binding, HWLOC_CPUBIND_THREAD) == 0 &&
+                         !hwloc_bitmap_iszero(binding);
+      cores.machine = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);
+      for (int i = 0; i < cores.machine; ++i) {
+        const hwloc_obj_t core = hwloc_get_obj_by_type(topology, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+        hwloc_obj_t pu = nullptr;
+        while ((pu = hwloc_get_next_obj_inside_cpuset_by_type(topology, core->cpuset, HWLOC_OBJ_PU, pu)) != nullptr) {
+          if (!bound || hwloc_bitmap_isset(binding, pu->os_index)) break;
+        }
+        if (pu != nullptr) cores.bindids.push_back(pu->logical_index);
+      }
+      hwloc_bitmap_free(binding);
     }
     hwloc_topology_destroy(topology);
   }
-  return cores > 0 ? cores : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cores.bindids.empty()) {
+    // No topology: every hardware thread counts, StarPU's own numbering.
+    cores.machine = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < cores.machine; ++i) cores.bindids.push_back(static_cast<unsigned>(i));
+  }
+  return cores;
 }
+
+#ifndef DTNN_SIMGRID
+// The CPUs each CPU worker may run on, as the workers' own threads see it (sched_getaffinity), in worker order:
+// "1, 0" for two workers, "0-1" for one that is not bound.
+std::string cpu_worker_cpus() {
+  struct Seen {
+    std::mutex mutex;
+    std::map<int, std::string> cpus;
+  } seen;
+  starpu_execute_on_each_worker(
+      [](void* arg) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        std::string list = "?";
+        if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+          list.clear();
+          for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+            if (!CPU_ISSET(cpu, &set)) continue;
+            int last = cpu;
+            while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+            list += fmt::format("{}{}", list.empty() ? "" : ",", last == cpu ? fmt::format("{}", cpu)
+                                                                                : fmt::format("{}-{}", cpu, last));
+            cpu = last;
+          }
+        }
+        auto* s = static_cast<Seen*>(arg);
+        const std::lock_guard lock(s->mutex);
+        s->cpus[starpu_worker_get_id()] = list;
+      },
+      &seen, STARPU_CPU);
+  std::string joined;
+  for (const auto& [worker, list] : seen.cpus) joined += fmt::format("{}{}", joined.empty() ? "" : ", ", list);
+  return joined;
+}
+#endif
 
 // CPU workers to start. By default every core but one per CUDA worker, whose driver thread StarPU binds to a
 // core of its own (were all cores CPU workers, it would share one with a spinning worker).
@@ -131,8 +197,21 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   const int cuda = options_.cuda_ != 0 && cuda_device_count() > 0 ? options_.cuda_ : 0;
   conf.ncuda = cuda;
   const int cuda_threads = cuda == -1 ? cuda_device_count() : cuda;
-  cores_ = available_cores();
+  const BoundCores bound = bound_cores();
+  cores_ = static_cast<int>(bound.bindids.size());
+  machine_cores_ = bound.machine;
   conf.ncpus = cpu_worker_count(options_.workers_, cuda_threads, cores_);
+#ifndef DTNN_SIMGRID
+  // A binding to some of the cores: StarPU binds its workers (and CUDA drivers) to those, in turn, unless the
+  // user chose with StarPU's own variables.
+  if (cores_ < machine_cores_ && std::getenv("STARPU_WORKERS_CPUID") == nullptr &&
+      std::getenv("STARPU_WORKERS_COREID") == nullptr) {
+    conf.use_explicit_workers_bindid = 1;
+    for (unsigned i = 0; i < STARPU_NMAXWORKERS; ++i) {
+      conf.workers_bindid[i] = bound.bindids[i % bound.bindids.size()];
+    }
+  }
+#endif
   // More threads to bind than cores (e.g. 8 workers on 2 cores): StarPU 1.3 would bind several to one core and
   // warn; unbound, the OS shares the cores among them.
   std::optional<ScopedEnv> nobind;
@@ -199,6 +278,9 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   }
 #endif
   cpu_workers_ = static_cast<int>(starpu_cpu_worker_get_count());
+#ifndef DTNN_SIMGRID
+  if (cores_ < machine_cores_) worker_cpus_ = cpu_worker_cpus();
+#endif
   cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
   options_.scheduler_ = scheduler;
 #ifdef DTNN_HAVE_CUDA
@@ -245,10 +327,14 @@ std::string Engine::describe() const {
   const int threads = cpu_workers_ + cuda_workers_;
   const std::string unbound =
       threads > cores_ && !simulated() ? fmt::format(" (oversubscribed: {} worker threads on {} cores)", threads, cores_) : "";
+  const std::string binding = cores_ < machine_cores_ && !simulated()
+                                  ? fmt::format(" (bound to {} of the {} cores: workers on CPUs {})", cores_, machine_cores_,
+                                                worker_cpus_)
+                                  : "";
   const std::string fxt = fxt_file_.empty() ? "" : fmt::format("; FxT trace {}", fxt_file_);
-  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}, host allocator {}; BLIS {} '{}' ({}){}",
+  return fmt::format("StarPU {}.{}.{}, scheduler {}, {} CPU workers{}{}{}, host allocator {}; BLIS {} '{}' ({}){}",
                      major, minor, release,
-                     options_.scheduler_, cpu_workers_, unbound, gpus, to_string(options_.host_allocator_), blis.version,
+                     options_.scheduler_, cpu_workers_, binding, unbound, gpus, to_string(options_.host_allocator_), blis.version,
                      blis.arch, blis.reason, fxt);
 }
 

@@ -57,6 +57,9 @@ class Engine {
 
   [[nodiscard]] int cpu_workers() const { return cpu_workers_; }
   [[nodiscard]] int cuda_workers() const { return cuda_workers_; }
+  // Cores the creating thread was bound to (mpirun --bind-to core, taskset), where the workers are bound; the
+  // machine's cores when it was not bound.
+  [[nodiscard]] int cores() const { return cores_; }
   [[nodiscard]] const std::string& scheduler() const { return options_.scheduler_; }
   [[nodiscard]] HostAllocator host_allocator() const { return options_.host_allocator_; }
   // The FxT trace file StarPU writes at shutdown (empty without fxt_dir).
@@ -75,6 +78,8 @@ class Engine {
   int cpu_workers_ = 0;
   int cuda_workers_ = 0;
   int cores_ = 0;
+  int machine_cores_ = 0;
+  std::string worker_cpus_;  // the CPU workers' CPUs, as they see them (only when bound to some cores)
   std::string fxt_file_;
 };
 

@@ -2,6 +2,7 @@
 // The dtnn program as a user runs it: reproducibility across schedulers and worker counts (each run is its
 // own process, since StarPU starts once per process), reports, traces and bad input.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -218,6 +219,26 @@ TEST(CliTest, EightWorkersTrainTheWeightsOfTwoAndSaySoAtStartUp) {
     checksums[i] = doc.at("weights_checksum");
   }
   EXPECT_EQ(checksums[1], checksums[0]);
+}
+
+// Bound to one core (taskset here, mpirun's --bind-to core in a job), dtnn starts one worker and StarPU binds it to
+// that core: StarPU 1.3 alone binds its first worker to the machine's first core whatever the process's binding
+// (two ranks' workers then share core 0). The CPUs are those the worker's own thread reports.
+TEST(CliTest, WorkerRunsOnTheCoreTheProcessIsBoundTo) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  if (CPU_COUNT(&set) < 2) GTEST_SKIP() << "one CPU: no core to leave out";
+  int last = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) last = cpu;
+  }
+  std::string args = kShortRun;
+  args.replace(args.find(" --quiet"), 8, "");
+  const CliRun r = dtnn_with_prefix("taskset -c " + std::to_string(last) + " " + exe() + " " + args);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("1 CPU workers (bound to 1 of the "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("workers on CPUs " + std::to_string(last) + ")"), std::string::npos) << r.output;
 }
 
 // The activations and gradients are released at their last use whichever allocator serves them again: the same
