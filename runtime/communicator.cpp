@@ -73,8 +73,8 @@ void Communicator::acquired(void* request) {
   auto* r = static_cast<Request*>(request);
   r->acquired.fetch_add(1, std::memory_order_acq_rel);
   // Through the mutex, so that the communication thread is either before its test of the count (and sees it) or
-  // asleep in the wait (and is woken): it need not poll. Safe: no StarPU call is made with the mutex held, so no
-  // StarPU thread that runs this callback waits on one.
+  // asleep in the wait (and is woken): it need not poll. No deadlock: the mutex is never held across a StarPU call,
+  // so its holder never waits for the StarPU thread (or the starpu_data_acquire_on_node_cb call) running this.
   { const std::lock_guard lock(r->owner->mutex_); }
   r->owner->cv_.notify_all();
 }
