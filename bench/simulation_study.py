@@ -96,13 +96,13 @@ SCALING_NET = {"link_gbps": 100.0, "link_latency_us": 2.0}
 def scaling(a):
     machines = os.path.join(os.path.dirname(a.out), "machines")
     rows = []
-    for model in SCALING_MODELS:
+    for model in a.scaling_models.split(","):
         machine = os.path.join(machines, f"{model}-b32-t32")
         if not os.path.exists(os.path.join(machine, "machine.json")):
             print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, "--batch-size", "32", "--tiles",
                               "32", "--workers", "2", "--steps", "12", "--warmup", "2"], a.lock)), flush=True)
         base = None
-        for ranks in SCALING_RANKS:
+        for ranks in [int(r) for r in a.scaling_ranks.split(",")]:
             doc = run_simulation(["--model", model, "--machine", machine, "--batch-size", "32", "--tiles", "32",
                                   "--cpus", "32", "--workers", "32", "--scheduler", "lws", "--steps", "6", "--warmup",
                                   "2"], ranks, SCALING_NET)
@@ -230,6 +230,8 @@ def main():
     p.add_argument("--out", default=os.path.join(HERE, "results", "simulation_study"))
     p.add_argument("--scaling", action="store_true", help="only the predictions: resnet50 and vgg16 on 1..64 "
                    "nodes of 32 cores")
+    p.add_argument("--scaling-models", default=",".join(SCALING_MODELS), help="models of --scaling")
+    p.add_argument("--scaling-ranks", default=",".join(map(str, SCALING_RANKS)), help="node counts of --scaling")
     p.add_argument("--gpu", action="store_true", help="only the GPU machine: its calibrations predicted "
                    "(OUT_gpu), and resnet50/vgg16 on 1..64 nodes of 1 and 4 GPUs (OUT_gpu_scaling)")
     p.add_argument("--gpu-scaling", action="store_true", help="only the GPU scaling predictions (OUT_gpu_scaling)")
