@@ -8,6 +8,8 @@
 //   dtnn convert    a dataset (IDX, CIFAR binary) into an HDF5 file
 //   dtnn calibrate  StarPU's performance models of a model's steps into a machine folder (docs/simulation.md)
 //   dtnn simulate   predicted step time of a model on a machine folder (the DTNN_SIMGRID build only)
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -696,11 +698,50 @@ int run_calibrate(const StepArgs& a) {
   return 0;
 }
 
-int run_simulate(const StepArgs& a) {
-  if (!dtnn::runtime::simulated()) {
-    throw InvalidArgument("simulate: this build runs its codelets; simulations run in the DTNN_SIMGRID build "
-                          "(scripts/setup.sh test builds it in build-simgrid: build-simgrid/bin/dtnn simulate ...)");
+// Set in the simulation's second process: the machine folder it simulates (see prepare_simulation).
+constexpr const char* kSimulationFolder = "DTNN_SIMULATION_FOLDER";
+// This program's arguments, for that second process.
+std::vector<char*> g_arguments;
+
+// Runs this program again with the same arguments and kSimulationFolder = folder; its exit status.
+int run_simulation_process(const fs::path& folder) {
+  std::error_code ignored;
+  setenv(kSimulationFolder, fs::absolute(folder, ignored).c_str(), 1);
+  std::vector<char*> args = g_arguments;
+  // SimGrid takes its own options out of the arguments before dtnn's main sees them: its INFO lines (platform
+  // version, configuration changes) are left out, warnings stay.
+  static char quiet[] = "--log=root.thres:warning";
+  args.push_back(quiet);
+  args.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) throw dtnn::RuntimeError(fmt::format("simulate: fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    execv("/proc/self/exe", args.data());
+    std::fprintf(stderr, "dtnn simulate: cannot run /proc/self/exe again: %s\n", std::strerror(errno));
+    _exit(127);
   }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw dtnn::RuntimeError(fmt::format("simulate: waitpid failed: {}", std::strerror(errno)));
+  }
+  if (WIFSIGNALED(status)) {
+    throw dtnn::RuntimeError(fmt::format("simulate: the simulation process ended by signal {} ({})",
+                                         WTERMSIG(status), strsignal(WTERMSIG(status))));
+  }
+  return WEXITSTATUS(status);
+}
+
+// The simulation's first process: checks the machine folder and the options, derives the target machine's
+// folder, then runs the simulation itself in a second process of this program (kSimulationFolder set), whose main
+// is StarPU's: it starts SimGrid on the platform of STARPU_HOME and runs this program's main as a SimGrid actor
+// (starpu_main, at the end of this file). Started from starpu_init in this process instead, SimGrid would have to
+// attach the running thread, which forces its thread contexts: every switch between simulated workers is then a
+// hand-over between OS threads through the kernel (resnet50_imagenet on 32 simulated workers: 23 min for 2 steps,
+// 70% of it in the kernel), where SimGrid's own contexts switch within one thread. The platform must exist before
+// SimGrid starts, hence the two processes.
+int prepare_simulation(const StepArgs& a) {
   const fs::path dir = a.folder;
   dtnn::runtime::use_machine_folder(dir, 0);
   const nlohmann::json machine = dtnn::runtime::read_machine_file(dir);
@@ -782,6 +823,18 @@ int run_simulate(const StepArgs& a) {
                "links of {} Gb/s and {} us (no byte moves)\n",
                a.ranks, a.link_gbps, a.link_latency_us);
   }
+  return run_simulation_process(derived.dir.empty() ? dir : derived.dir);
+}
+
+int run_simulate(const StepArgs& a) {
+  if (!dtnn::runtime::simulated()) {
+    throw InvalidArgument("simulate: this build runs its codelets; simulations run in the DTNN_SIMGRID build "
+                          "(scripts/setup.sh test builds it in build-simgrid: build-simgrid/bin/dtnn simulate ...)");
+  }
+  if (std::getenv(kSimulationFolder) == nullptr) return prepare_simulation(a);
+  // The second process, a SimGrid actor: STARPU_HOME is the machine folder to simulate.
+  const fs::path dir = a.folder;
+  const bool gpu = a.device != "cpu";
   const StepOutcome out = run_step_args(a);
   const dtnn::StepRunResult& r = out.result;
   fmt::print("{}\npredicted ", out.engine);
@@ -998,13 +1051,15 @@ void add_train_options(CLI::App* app, TrainArgs& a) {
 }  // namespace
 
 #ifdef DTNN_SIMGRID
-// starpu.h renames main into starpu_main in a SimGrid StarPU, whose own main then starts SimGrid before this one
-// runs, from the platform of STARPU_HOME. dtnn keeps its main: the engine's starpu_init starts SimGrid and
-// attaches this thread, once `dtnn simulate --machine` has chosen the folder.
+// starpu.h renames main into starpu_main in a SimGrid StarPU, whose own main would start SimGrid before this one
+// runs. dtnn keeps its main, and hands over to StarPU's only in the simulation's second process (below).
 #undef main
 #endif
 
-int main(int argc, char** argv) {
+namespace {
+
+int dtnn_main(int argc, char** argv) {
+  g_arguments.assign(argv, argv + argc);
   CLI::App app{"dtnn: train neural networks whose every step is a StarPU task graph"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
@@ -1124,3 +1179,26 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+#ifdef DTNN_SIMGRID
+// StarPU's main (below) runs this one as a SimGrid actor; the linker exports it to libstarpu, which refers to it.
+extern "C" int starpu_main(int argc, char** argv) { return dtnn_main(argc, argv); }
+
+int main(int argc, char** argv) {
+  if (std::getenv(kSimulationFolder) == nullptr) return dtnn_main(argc, argv);
+  // The simulation's second process (prepare_simulation): StarPU's main, the weak one of libstarpu that this one
+  // hides, starts SimGrid on the platform of STARPU_HOME and runs starpu_main in it.
+  using Main = int (*)(int, char**);
+  const auto starpu = reinterpret_cast<Main>(dlsym(RTLD_NEXT, "main"));
+  if (starpu == nullptr) {
+    std::fprintf(stderr, "dtnn simulate: StarPU's main not found (%s), expected a StarPU built with --enable-simgrid\n",
+                 dlerror());
+    return 1;
+  }
+  return starpu(argc, argv);
+}
+#else
+int main(int argc, char** argv) { return dtnn_main(argc, argv); }
+#endif
