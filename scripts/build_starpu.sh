@@ -82,8 +82,9 @@ sudo_cmd=""
 [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
 
 # Everything that changes the result goes into the stamp: a prefix is reused only when it matches.
-# (Bump patch_level when a patch changes.)
+# (Bump patch_level when a patch changes; the simulation variant's own patch has its own number.)
 patch_level=2
+[ "$simgrid" = 1 ] && patch_level="$patch_level+sim1"
 options=(
   --prefix="$prefix"
   --enable-maxcpus=256
@@ -215,6 +216,61 @@ patch_fxt_warning() {
   grep -q 'if (starpu_fxt_is_enabled()) _STARPU_DISP("Warning: StarPU was configured with --with-fxt' src/core/workers.c
 }
 patch_fxt_warning
+
+# The simulation variant only: dm, dmda, dmdar and dmdas make one placement decision at a time, from the
+# prediction to the update of the chosen worker's expected end (StarPU does not lock across the two). In a real
+# run two workers are hardly ever in that window at once; in SimGrid, tasks of equal predicted length end at the
+# same simulated instant and the performance model's lock is a simcall, so both decisions read both workers as
+# idle, the tie goes to the first worker, and the second sat idle (docs/simulation.md, Validation).
+patch_dmda_decisions() {
+  python3 - src/sched_policies/deque_modeling_policy_data_aware.c <<'PY'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+def sub(old, new):
+    global s
+    if s.count(old) != 1:
+        sys.exit(f"build_starpu.sh: dmda patch: expected one '{old[:60]}' in {path}, found {s.count(old)}")
+    s = s.replace(old, new)
+sub("""	int num_priorities;
+};""", """	int num_priorities;
+	starpu_pthread_mutex_t dtnn_decision; /* dtnn: one placement decision at a time */
+};""")
+sub("""	double fitness[nworkers_ctx][STARPU_MAXIMPLEMENTATIONS];
+
+
+	compute_all_performance_predictions(task,""", """	double fitness[nworkers_ctx][STARPU_MAXIMPLEMENTATIONS];
+
+	/* relaxed while waiting: the decision under way may have to lock this worker */
+	starpu_worker_relax_on();
+	STARPU_PTHREAD_MUTEX_LOCK(&dt->dtnn_decision);
+	starpu_worker_relax_off();
+	compute_all_performance_predictions(task,""")
+sub("""		/* we should now have the best worker in variable "best" */
+		return push_task_on_best_worker(task, best, model_best, transfer_model_best, prio, sched_ctx_id);
+	}
+	else
+	{
+		return exp_end[best_in_ctx][selected_impl] ;
+	}""", """		/* we should now have the best worker in variable "best" */
+		int ret = push_task_on_best_worker(task, best, model_best, transfer_model_best, prio, sched_ctx_id);
+		STARPU_PTHREAD_MUTEX_UNLOCK(&dt->dtnn_decision);
+		return ret;
+	}
+	else
+	{
+		STARPU_PTHREAD_MUTEX_UNLOCK(&dt->dtnn_decision);
+		return exp_end[best_in_ctx][selected_impl] ;
+	}""")
+sub("""	_STARPU_MALLOC(dt->queue_array, STARPU_NMAXWORKERS*sizeof(struct _starpu_fifo_taskq*));""",
+    """	_STARPU_MALLOC(dt->queue_array, STARPU_NMAXWORKERS*sizeof(struct _starpu_fifo_taskq*));
+	STARPU_PTHREAD_MUTEX_INIT(&dt->dtnn_decision, NULL);""")
+sub("""	free(dt);""", """	STARPU_PTHREAD_MUTEX_DESTROY(&dt->dtnn_decision);
+	free(dt);""")
+open(path, "w").write(s)
+PY
+}
+[ "$simgrid" = 0 ] || patch_dmda_decisions
 
 # Every feature asked for must be there: configure silently drops what it cannot find.
 require_define() {
