@@ -6,6 +6,7 @@ MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
 
   bench/simulation_study.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10] [--reps 3] [--lock]
                             [--out bench/results/simulation_study] [--scaling] [--gpu] [--gpu-scaling]
+                            [--resimulate]
 
 Per model and per number of busy cores (1, 2): an untimed calibration, then `build/bin/dtnn calibrate` (lws) into
 OUT/machines/<model>-w<busy>; then, alternating the configurations within each of --reps rounds, `dtnn train` on
@@ -104,8 +105,8 @@ def scaling(a):
         base = None
         for ranks in [int(r) for r in a.scaling_ranks.split(",")]:
             doc = run_simulation(["--model", model, "--machine", machine, "--batch-size", "32", "--tiles", "32",
-                                  "--cpus", "32", "--workers", "32", "--scheduler", "lws", "--steps", "6", "--warmup",
-                                  "2"], ranks, SCALING_NET)
+                                  "--cpus", "32", "--workers", "32", "--scheduler", "lws", "--steps", "12",
+                                  "--warmup", "2"], ranks, SCALING_NET)
             step = doc["step_ms"]
             base = base or step
             net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0
@@ -135,9 +136,9 @@ GPU_MACHINE = os.path.join(HERE, "results", "machines", "h200_xeon16")
 # vgg16_cifar10 and resnet18_cifar10 are not simulated: that calibration left tile_sum shapes with fewer than 10
 # samples (docs/simulation.md).
 GPU_SCALING = [("resnet50_imagenet", 64)]
-# Simulating resnet50 takes minutes per configuration (16 000 tasks a step in SimGrid's thread contexts): three node
-# counts, 8 steps each (with 4, the window of two steps in flight had not filled: 249 ms against 133 at 20).
-GPU_NODES = [1, 8, 64]
+# 1..64 nodes, 12 steps each, the median after 2 (with 4 steps, the window of two steps in flight had not filled:
+# 249 ms against 133 at 20).
+GPU_NODES = [1, 2, 4, 8, 16, 32, 64]
 
 
 def gpu_simulate(model, batch, gpus=1, ranks=1, steps=12):
@@ -197,7 +198,7 @@ def gpu_scaling(a):
         for per_node in (1, 4):
             for nodes in GPU_NODES:
                 ranks = nodes * per_node
-                doc = gpu_simulate(model, batch, ranks=ranks, steps=8)
+                doc = gpu_simulate(model, batch, ranks=ranks, steps=12)
                 step = doc["step_ms"]
                 base = base or step
                 net = doc["network"]["allreduce_ms_per_step"] if ranks > 1 else 0.0
@@ -235,7 +236,12 @@ def main():
     p.add_argument("--gpu", action="store_true", help="only the GPU machine: its calibrations predicted "
                    "(OUT_gpu), and resnet50/vgg16 on 1..64 nodes of 1 and 4 GPUs (OUT_gpu_scaling)")
     p.add_argument("--gpu-scaling", action="store_true", help="only the GPU scaling predictions (OUT_gpu_scaling)")
+    p.add_argument("--resimulate", action="store_true", help="only the predictions of OUT.json's rows again, from "
+                   "the same calibrations, the measurements kept (after a change of the simulator)")
     a = p.parse_args()
+    if a.resimulate:
+        resimulate(a)
+        return
     if a.gpu or a.gpu_scaling:
         if a.gpu:
             gpu_validation(a)
@@ -294,6 +300,28 @@ def main():
     if os.path.exists(a.out + ".json"):
         with open(a.out + ".json") as f:
             rows = [r for r in json.load(f)["rows"] if r["model"] not in models] + rows
+    write_validation(a, cpu, net, rows)
+
+
+def resimulate(a):
+    """Every row of OUT.json predicted again from the calibrations it used (OUT's machines/<model>-w<busy>), the
+    measurements kept: what a change of the simulator alone does to the errors."""
+    with open(a.out + ".json") as f:
+        doc = json.load(f)
+    machines = os.path.join(os.path.dirname(a.out), "machines")
+    for r in doc["rows"]:
+        machine = os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}")
+        sim = simulate(r["model"], machine, r["workers"], r["scheduler"], r["ranks"], doc["network"])
+        before = r["predicted_ms"]
+        r["predicted_ms"] = sim["step_ms"]
+        r["error"] = sim["step_ms"] / r["measured_ms"] - 1.0
+        r["predicted_utilisation"] = [w["utilisation"] for w in sim["worker_use"]]
+        print(f"{r['model']:18} {r['ranks']}x{r['workers']} {r['scheduler']:6} measured {r['measured_ms']:8.1f} ms  "
+              f"predicted {before:8.1f} -> {sim['step_ms']:8.1f} ms  error {100 * r['error']:+6.1f}%", flush=True)
+    write_validation(a, doc["cpu"], doc["network"], doc["rows"])
+
+
+def write_validation(a, cpu, net, rows):
     doc = {"cpu": cpu, "network": net, "rows": rows}
     with open(a.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)
