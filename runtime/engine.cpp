@@ -248,8 +248,9 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   install_host_allocator(options_.host_allocator_);
   // Workers are bound to cores; the submitting thread must not steal a core from them.
 #ifdef DTNN_SIMGRID
-  // A SimGrid StarPU starts SimGrid in starpu_initialize and reads SimGrid's options from the arguments, which it
-  // needs (starpu_init passes none and crashes there).
+  // `dtnn simulate` runs under StarPU's own main, which has started SimGrid already (examples/dtnn_main.cpp,
+  // prepare_simulation). A program that keeps its main gets SimGrid started here, from these arguments (starpu_init
+  // passes none and crashes there), with the running thread attached (SimGrid's slower thread contexts).
   // SimGrid's INFO lines (platform version, configuration changes) are left out; warnings stay.
   static char program[] = "dtnn";
   static char quiet[] = "--log=root.thres:warning";
