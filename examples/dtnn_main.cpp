@@ -552,6 +552,7 @@ struct StepArgs {
   double gpu_speed = 1.0;  // simulate: the target's GPUs against the calibrated one
   std::string device = "cpu";  // where the tasks run (cpu, cuda, all)
   int gpus = -1;               // CUDA workers with --device cuda|all (-1: every GPU, simulated or real)
+  bool scatter = false;        // simulate: task durations drawn around their models' means
   std::string trace;
   std::string report;
 };
@@ -818,6 +819,17 @@ int prepare_simulation(const StepArgs& a) {
                                       "machine with more: --cpus N)",
                                       a.workers, cpus, cpus));
   }
+  // Read by the SimGrid StarPU's patched _starpu_simgrid_submit_job (scripts/build_starpu.sh, patch_duration_scatter).
+  setenv("DTNN_SIMGRID_SCATTER", a.scatter ? "1" : "0", 1);
+  setenv("DTNN_SIMGRID_SEED", std::to_string(a.seed % 1000000000u + 1).c_str(), 1);
+  if (a.scatter && dlsym(RTLD_DEFAULT, "_dtnn_history_based_job_deviation") == nullptr) {
+    throw InvalidArgument("--scatter: this SimGrid StarPU has no duration scatter (a build before dtnn's patch), "
+                          "expected one built by the current scripts/build_starpu.sh --simgrid; rebuild it");
+  }
+  if (a.scatter) {
+    fmt::print("task durations drawn around their models' means (log-normal, their calibrated deviations, seed {})\n",
+               a.seed);
+  }
   if (a.ranks > 1) {
     fmt::print("{} data-parallel ranks: this rank's graph, each gradient bucket's allreduce timed as a ring over "
                "links of {} Gb/s and {} us (no byte moves)\n",
@@ -850,6 +862,7 @@ int run_simulate(const StepArgs& a) {
     nlohmann::json doc = step_result_json(a, r);
     doc["machine"] = fs::absolute(dir).string();
     doc["simulated"] = true;
+    doc["scatter"] = a.scatter;
     doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}, {"gpus", gpu ? out.cuda_workers : 0},
                      {"gpu_speed", gpu ? a.gpu_speed : 1.0}};
     doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
@@ -1153,6 +1166,9 @@ int dtnn_main(int argc, char** argv) {
   simulate->add_option("--tail-buckets", sim.tail_buckets, "as dtnn train --tail-buckets")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
+  simulate->add_flag("--scatter", sim.scatter,
+                     "each task lasts a draw from a log-normal distribution of its model's mean and deviation (one "
+                     "generator seeded by --seed) instead of the mean");
 
   try {
     app.parse(argc, argv);

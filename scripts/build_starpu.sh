@@ -84,7 +84,7 @@ sudo_cmd=""
 # Everything that changes the result goes into the stamp: a prefix is reused only when it matches.
 # (Bump patch_level when a patch changes; the simulation variant's own patch has its own number.)
 patch_level=2
-[ "$simgrid" = 1 ] && patch_level="$patch_level+sim1"
+[ "$simgrid" = 1 ] && patch_level="$patch_level+sim2"
 options=(
   --prefix="$prefix"
   --enable-maxcpus=256
@@ -270,7 +270,86 @@ sub("""	free(dt);""", """	STARPU_PTHREAD_MUTEX_DESTROY(&dt->dtnn_decision);
 open(path, "w").write(s)
 PY
 }
-[ "$simgrid" = 0 ] || patch_dmda_decisions
+
+# The simulation variant only: `dtnn simulate --scatter` draws each task's simulated duration around its model's
+# mean (StarPU 1.3.10 leaves this as a TODO in _starpu_simgrid_submit_job; docs/simulation.md, Validation).
+patch_duration_scatter() {
+  python3 - src/core/simgrid.c src/core/perfmodel/perfmodel_history.c <<'PY'
+import sys
+sim, hist = sys.argv[1], sys.argv[2]
+def patch(path, old, new):
+    s = open(path).read()
+    if s.count(old) != 1:
+        sys.exit(f"build_starpu.sh: scatter patch: expected one '{old[:60]}' in {path}, found {s.count(old)}")
+    open(path, "w").write(s.replace(old, new))
+patch(hist, "int starpu_perfmodel_set_per_devices_size_base(", """/* dtnn: the standard deviation of a job's history entry, NAN where it has none (the simulation's duration scatter) */
+double _dtnn_history_based_job_deviation(struct starpu_perfmodel *model, struct starpu_perfmodel_arch *arch, struct _starpu_job *j, unsigned nimpl);
+double _dtnn_history_based_job_deviation(struct starpu_perfmodel *model, struct starpu_perfmodel_arch *arch, struct _starpu_job *j, unsigned nimpl)
+{
+	double deviation = NAN;
+	struct starpu_perfmodel_history_table *elt;
+	int comb = starpu_perfmodel_arch_comb_get(arch->ndevices, arch->devices);
+	uint32_t key = _starpu_compute_buffers_footprint(model, arch, nimpl, j);
+	if (comb == -1)
+		return NAN;
+	STARPU_PTHREAD_RWLOCK_RDLOCK(&model->state->model_rwlock);
+	if (model->state->per_arch[comb] != NULL)
+	{
+		struct starpu_perfmodel_history_table *history = model->state->per_arch[comb][nimpl].history;
+		HASH_FIND_UINT32_T(history, &key, elt);
+		if (elt != NULL && elt->history_entry != NULL && elt->history_entry->nsample)
+			deviation = elt->history_entry->deviation;
+	}
+	STARPU_PTHREAD_RWLOCK_UNLOCK(&model->state->model_rwlock);
+	return deviation;
+}
+
+int starpu_perfmodel_set_per_devices_size_base(""")
+patch(sim, "/* Task execution submitted by StarPU */\n", """#include <math.h>
+/* dtnn: with DTNN_SIMGRID_SCATTER=1 a task lasts a draw from the log-normal distribution of its history entry's
+ * mean and deviation, not the mean, from one deterministic generator (DTNN_SIMGRID_SEED): real durations scatter
+ * around their means, which the schedulers that plan by the means (dm*) suffer from and the stealing ones absorb. */
+double _dtnn_history_based_job_deviation(struct starpu_perfmodel *model, struct starpu_perfmodel_arch *arch, struct _starpu_job *j, unsigned nimpl);
+static double _dtnn_scatter_length(struct _starpu_job *j, struct starpu_perfmodel_arch *arch, double mean)
+{
+	static int scatter = -1;
+	static unsigned long long state;
+	if (scatter == -1)
+	{
+		scatter = starpu_get_env_number_default("DTNN_SIMGRID_SCATTER", 0);
+		state = 0x9E3779B97F4A7C15ULL ^ (unsigned long long) starpu_get_env_number_default("DTNN_SIMGRID_SEED", 1);
+	}
+	struct starpu_perfmodel *model = j->task->cl ? j->task->cl->model : NULL;
+	if (scatter <= 0 || model == NULL || model->type != STARPU_HISTORY_BASED || !(mean > 0.0))
+		return mean;
+	double deviation = _dtnn_history_based_job_deviation(model, arch, j, j->nimpl);
+	if (!(deviation > 0.0))
+		return mean;
+	double u[2];
+	int i;
+	for (i = 0; i < 2; i++)
+	{
+		/* xorshift64*, 53 bits in (0, 1) */
+		state ^= state >> 12;
+		state ^= state << 25;
+		state ^= state >> 27;
+		u[i] = ((double) ((state * 0x2545F4914F6CDD1DULL) >> 11) + 0.5) / 9007199254740992.0;
+	}
+	double z = sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+	double cv = deviation / mean;
+	double sigma2 = log(1.0 + cv * cv);
+	return mean * exp(sqrt(sigma2) * z - sigma2 / 2.0);
+}
+
+/* Task execution submitted by StarPU */
+""")
+patch(sim, """                /* TODO: option to add variance according to performance model,
+                 * to be able to easily check scheduling robustness */
+""", """		length = _dtnn_scatter_length(j, perf_arch, length);
+""")
+PY
+}
+[ "$simgrid" = 0 ] || { patch_dmda_decisions; patch_duration_scatter; }
 
 # Every feature asked for must be there: configure silently drops what it cannot find.
 require_define() {
