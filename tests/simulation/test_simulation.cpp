@@ -187,10 +187,10 @@ TEST(SimulationTest, GpusOfAGpuCalibrationAreSimulated) {
 
 // dm* decisions one at a time (the SimGrid StarPU's patch, scripts/build_starpu.sh): the two tiles of a resnet18
 // convolution become ready at the same simulated instant, and without the patch both went to worker 0 (worker 1
-// 58% busy, 593 ms a step; 99.6% and 458 ms with it). The calibration: bench/results/machines/resnet18_cifar10-w2.
+// 58% busy, 593 ms a step; 99.6% and 458 ms with it). tests/data/machine-zen5-resnet18 is a copy of the validation's
+// calibration bench/results/machines/resnet18_cifar10-w2 (batch 32, 2 tiles, 2 workers), which the study rewrites.
 TEST(SimulationTest, DmdasPlacesSimultaneousTilesOnBothWorkers) {
-  const fs::path machine =
-      machine_copy("resnet18", fs::path("bench") / "results" / "machines" / "resnet18_cifar10-w2");
+  const fs::path machine = machine_copy("resnet18", fs::path("tests") / "data" / "machine-zen5-resnet18");
   const fs::path report = temp_path("dmdas.json");
   const CliRun r = dtnn("simulate --model resnet18_cifar10 --batch-size 32 --tiles 2 --workers 2 --scheduler dmdas "
                         "--steps 6 --warmup 2 --machine " + machine.string() + " --report " + report.string());
