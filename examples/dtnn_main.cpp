@@ -703,15 +703,14 @@ int run_calibrate(const StepArgs& a) {
   return 0;
 }
 
-// Set in the simulation's second process: the machine folder it simulates (see prepare_simulation).
-constexpr const char* kSimulationFolder = "DTNN_SIMULATION_FOLDER";
+// Set in the simulation's second process (see prepare_simulation), whose machine folder is STARPU_HOME's.
+constexpr const char* kSimulationProcess = "DTNN_SIMULATION_PROCESS";
 // This program's arguments, for that second process.
 std::vector<char*> g_arguments;
 
-// Runs this program again with the same arguments and kSimulationFolder = folder; its exit status.
-int run_simulation_process(const fs::path& folder) {
-  std::error_code ignored;
-  setenv(kSimulationFolder, fs::absolute(folder, ignored).c_str(), 1);
+// Runs this program again with the same arguments and kSimulationProcess set; its exit status.
+int run_simulation_process() {
+  setenv(kSimulationProcess, "1", 1);
   std::vector<char*> args = g_arguments;
   // SimGrid takes its own options out of the arguments before dtnn's main sees them: its INFO lines (platform
   // version, configuration changes) are left out, warnings stay.
@@ -739,7 +738,7 @@ int run_simulation_process(const fs::path& folder) {
 }
 
 // The simulation's first process: checks the machine folder and the options, derives the target machine's
-// folder, then runs the simulation itself in a second process of this program (kSimulationFolder set), whose main
+// folder, then runs the simulation itself in a second process of this program (kSimulationProcess set), whose main
 // is StarPU's: it starts SimGrid on the platform of STARPU_HOME and runs this program's main as a SimGrid actor
 // (starpu_main, at the end of this file). Started from starpu_init in this process instead, SimGrid would have to
 // attach the running thread, which forces its thread contexts: every switch between simulated workers is then a
@@ -839,7 +838,7 @@ int prepare_simulation(const StepArgs& a) {
                "links of {} Gb/s and {} us (no byte moves)\n",
                a.ranks, a.link_gbps, a.link_latency_us);
   }
-  return run_simulation_process(derived.dir.empty() ? dir : derived.dir);
+  return run_simulation_process();
 }
 
 int run_simulate(const StepArgs& a) {
@@ -847,7 +846,7 @@ int run_simulate(const StepArgs& a) {
     throw InvalidArgument("simulate: this build runs its codelets; simulations run in the DTNN_SIMGRID build "
                           "(scripts/setup.sh test builds it in build-simgrid: build-simgrid/bin/dtnn simulate ...)");
   }
-  if (std::getenv(kSimulationFolder) == nullptr) return prepare_simulation(a);
+  if (std::getenv(kSimulationProcess) == nullptr) return prepare_simulation(a);
   // The second process, a SimGrid actor: STARPU_HOME is the machine folder to simulate.
   const fs::path dir = a.folder;
   const bool gpu = a.device != "cpu";
@@ -1207,7 +1206,7 @@ int dtnn_main(int argc, char** argv) {
 extern "C" int starpu_main(int argc, char** argv) { return dtnn_main(argc, argv); }
 
 int main(int argc, char** argv) {
-  if (std::getenv(kSimulationFolder) == nullptr) return dtnn_main(argc, argv);
+  if (std::getenv(kSimulationProcess) == nullptr) return dtnn_main(argc, argv);
   // The simulation's second process (prepare_simulation): StarPU's main, the weak one of libstarpu that this one
   // hides, starts SimGrid on the platform of STARPU_HOME and runs starpu_main in it.
   using Main = int (*)(int, char**);
