@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codelets/cpu/convgemm.hpp"
+#include "codelets/cpu/winograd.hpp"
 #include "codelets/cpu/kernels.hpp"
 #include "core/cpu_features.hpp"
 
@@ -114,8 +115,9 @@ std::vector<Layer> all_layers(int n) {
 enum Pass { kFwd, kBwdData, kBwdWeights, kPasses };
 const char* const kPassNames[kPasses] = {"fwd", "bwd_data", "bwd_weights"};
 
-enum Impl { kConvgemm, kIm2col, kOneDnn, kSgemm, kImpls };
-const char* const kImplNames[kImpls] = {"convgemm", "im2col", "onednn", "sgemm"};
+// winograd: forward and backward-data of the 3x3 stride-1 layers only (codelets/cpu/winograd.hpp).
+enum Impl { kConvgemm, kIm2col, kOneDnn, kSgemm, kWinograd, kImpls };
+const char* const kImplNames[kImpls] = {"convgemm", "im2col", "onednn", "sgemm", "winograd"};
 
 struct GemmDims {
   dim_t m, n, k;
@@ -269,10 +271,16 @@ std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int ru
     case kFwd:
       impl[kConvgemm] = [&] { k::conv2d_fwd_convgemm(sh, t.x.data(), t.w.data(), t.b.data(), 0, t.y.data()); };
       impl[kIm2col] = [&] { k::conv2d_fwd_im2col(sh, t.x.data(), t.w.data(), t.b.data(), t.y.data()); };
+      if (k::winograd_fits(sh)) {
+        impl[kWinograd] = [&] { k::conv2d_fwd_winograd(sh, t.x.data(), t.w.data(), t.b.data(), 0, t.y.data()); };
+      }
       break;
     case kBwdData:
       impl[kConvgemm] = [&] { k::conv2d_bwd_data_convgemm(sh, t.dy.data(), t.w.data(), t.dx.data()); };
       impl[kIm2col] = [&] { k::conv2d_bwd_data_im2col(sh, t.dy.data(), t.w.data(), t.dx.data()); };
+      if (k::winograd_fits(sh)) {
+        impl[kWinograd] = [&] { k::conv2d_bwd_data_winograd(sh, t.dy.data(), t.w.data(), t.dx.data()); };
+      }
       break;
     default:
       impl[kConvgemm] = [&] { k::conv2d_bwd_weights_convgemm(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data()); };
@@ -373,10 +381,9 @@ int main(int argc, char** argv) {
   }
   fmt::print("batch {}, median of {} runs after a warm-up, {} time; GFLOP/s (2 x multiply-adds of the pass)\n\n", batch,
              runs, g_wall_clock ? "elapsed" : "thread CPU");
-  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>9}  {:<13} {}\n", "layer", "x",
-             "pass",
-             "convgemm", "im2col", "oneDNN", "sgemm", "cg/i2c", "cg/dnn", "cg/gemm", "ws cg KiB", "ws i2c KiB",
-             "ukernel", "oneDNN impl");
+  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>9} {:>9}  {:<13} {}\n",
+             "layer", "x", "pass", "convgemm", "im2col", "oneDNN", "sgemm", "cg/i2c", "cg/dnn", "cg/gemm", "winograd",
+             "wg/dnn", "ws cg KiB", "ws i2c KiB", "ukernel", "oneDNN impl");
 
   nlohmann::json doc;
   doc["blis"] = {{"version", bli_info_get_version_str()},
@@ -392,6 +399,7 @@ int main(int argc, char** argv) {
   // ratio[pass][0..2]: convgemm over im2col, oneDNN, sgemm, one entry per layer.
   std::vector<double> ratios[kPasses][3];
   double weighted_seconds[kPasses][kImpls] = {};
+  double variant_seconds[kPasses] = {};
   for (const Layer& layer : layers) {
     const Conv2dShape& sh = layer.shape;
     Tensors t(sh);
@@ -447,10 +455,15 @@ int main(int argc, char** argv) {
       const std::string used = k::convgemm_ukernel(sh, static_cast<k::ConvPass>(p));
       jp["ukernel"] = used;
       jl["passes"][kPassNames[p]] = jp;
-      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9} {:>9}  "
-                 "{:<13} {}\n",
+      // Winograd's GFLOP/s are effective: the direct convolution's flops over its time.
+      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9.1f} {:>7.2f} "
+                 "{:>9} {:>9}  {:<13} {}\n",
                  layer.name, layer.multiplicity, kPassNames[p], gflops[kConvgemm], gflops[kIm2col], gflops[kOneDnn],
-                 gflops[kSgemm], r[0], r[1], r[2], ws_cg / 1024, ws_i2c / 1024, used, onednn_impl);
+                 gflops[kSgemm], r[0], r[1], r[2], gflops[kWinograd], gflops[kWinograd] / gflops[kOneDnn],
+                 ws_cg / 1024, ws_i2c / 1024, used, onednn_impl);
+      // The winograd variant of a network: Winograd where it serves, convgemm elsewhere.
+      variant_seconds[p] += layer.multiplicity * (std::isfinite(seconds[kWinograd]) ? seconds[kWinograd]
+                                                                                    : seconds[kConvgemm]);
       std::fflush(stdout);
     }
     doc["layers"].push_back(jl);
@@ -482,6 +495,19 @@ int main(int argc, char** argv) {
           {"ratio_of_totals", std::isfinite(total) ? nlohmann::json(total) : nullptr}};
     }
     fmt::print("{}\n", row);
+  }
+  fmt::print("\nnetwork totals of --conv winograd (Winograd where it serves, convgemm elsewhere): oneDNN / winograd, "
+             "convgemm / winograd\n");
+  for (int p = 0; p < kPasses; ++p) {
+    if (variant_seconds[p] <= 0.0) {
+      continue;
+    }
+    const double vs_dnn = weighted_seconds[p][kOneDnn] / variant_seconds[p];
+    const double vs_cg = weighted_seconds[p][kConvgemm] / variant_seconds[p];
+    fmt::print("{:<12} {:>5.2f} {:>5.2f}\n", kPassNames[p], vs_dnn, vs_cg);
+    doc["winograd_variant"][kPassNames[p]] = {
+        {"onednn_over_variant", std::isfinite(vs_dnn) ? nlohmann::json(vs_dnn) : nullptr},
+        {"convgemm_over_variant", vs_cg}};
   }
 
   if (!json_file.empty()) {

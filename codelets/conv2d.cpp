@@ -7,9 +7,12 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "codelets/cpu/convgemm.hpp"
+#include "codelets/cpu/winograd.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "codelets/cuda/conv2d_cudnn.hpp"
@@ -38,6 +41,8 @@ void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   if constexpr (A == ConvAlgorithm::kConvgemm) {
     kernels::cpu::conv2d_fwd_convgemm(a.shape, x, w, b, a.relu, y);
+  } else if constexpr (A == ConvAlgorithm::kWinograd) {
+    kernels::cpu::conv2d_fwd_winograd(a.shape, x, w, b, a.relu, y);
   } else {
     kernels::cpu::conv2d_fwd_im2col(a.shape, x, w, b, y);
     if (a.relu) {
@@ -56,6 +61,8 @@ void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   float* dx = runtime::vector_ptr(buffers[2]);
   if constexpr (A == ConvAlgorithm::kConvgemm) {
     kernels::cpu::conv2d_bwd_data_convgemm(a.shape, dy, w, dx);
+  } else if constexpr (A == ConvAlgorithm::kWinograd) {
+    kernels::cpu::conv2d_bwd_data_winograd(a.shape, dy, w, dx);
   } else {
     kernels::cpu::conv2d_bwd_data_im2col(a.shape, dy, w, dx);
   }
@@ -124,10 +131,11 @@ void conv2d_bwd_weights_cuda(void** buffers, void* cl_arg) {
 
 constexpr auto kConvgemm = ConvAlgorithm::kConvgemm;
 constexpr auto kIm2col = ConvAlgorithm::kIm2col;
+constexpr auto kWinograd = ConvAlgorithm::kWinograd;
 
 // The codelets of one pass: [algorithm][bias]. The with-bias codelets keep the names that traces showed before the
 // variants had codelets of their own; the others add "_nobias".
-using CodeletTable = std::array<std::array<runtime::Codelet*, 2>, 2>;
+using CodeletTable = std::array<std::array<runtime::Codelet*, 2>, 3>;
 
 runtime::Codelet cl_fwd_convgemm("conv2d_fwd_convgemm", runtime::guarded<conv2d_fwd_cpu<kConvgemm, Bias::kWith>>,
                                  DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWith>>),
@@ -142,6 +150,16 @@ runtime::Codelet cl_fwd_im2col("conv2d_fwd_im2col", runtime::guarded<conv2d_fwd_
 runtime::Codelet cl_fwd_im2col_nobias("conv2d_fwd_im2col_nobias",
                                       runtime::guarded<conv2d_fwd_cpu<kIm2col, Bias::kWithout>>,
                                       DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWithout>>),
+                                      {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_winograd("conv2d_fwd_winograd", runtime::guarded<conv2d_fwd_cpu<kWinograd, Bias::kWith>>,
+                                 DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWith>>),
+                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_winograd_nobias("conv2d_fwd_winograd_nobias",
+                                        runtime::guarded<conv2d_fwd_cpu<kWinograd, Bias::kWithout>>,
+                                        DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWithout>>),
+                                        {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_winograd("conv2d_bwd_data_winograd", runtime::guarded<conv2d_bwd_data_cpu<kWinograd>>,
+                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
                                       {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_data_convgemm("conv2d_bwd_data_convgemm", runtime::guarded<conv2d_bwd_data_cpu<kConvgemm>>,
                                       DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
@@ -164,12 +182,23 @@ runtime::Codelet cl_bwd_weights_im2col_nobias(
     "conv2d_bwd_weights_im2col_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWithout>>,
     DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
 
-const CodeletTable kFwd{{{&cl_fwd_convgemm_nobias, &cl_fwd_convgemm}, {&cl_fwd_im2col_nobias, &cl_fwd_im2col}}};
+// Winograd has no backward-weights of its own (its layers' weight gradients are convgemm's).
+const CodeletTable kFwd{{{&cl_fwd_convgemm_nobias, &cl_fwd_convgemm},
+                         {&cl_fwd_im2col_nobias, &cl_fwd_im2col},
+                         {&cl_fwd_winograd_nobias, &cl_fwd_winograd}}};
 const CodeletTable kBwdWeights{{{&cl_bwd_weights_convgemm_nobias, &cl_bwd_weights_convgemm},
-                                {&cl_bwd_weights_im2col_nobias, &cl_bwd_weights_im2col}}};
+                                {&cl_bwd_weights_im2col_nobias, &cl_bwd_weights_im2col},
+                                {&cl_bwd_weights_convgemm_nobias, &cl_bwd_weights_convgemm}}};
 
 runtime::Codelet& pick(const CodeletTable& table, ConvAlgorithm a, const Tensor* bias) {
-  return *table[a == ConvAlgorithm::kConvgemm ? 0 : 1][bias != nullptr ? 1 : 0];
+  return *table[static_cast<std::size_t>(a)][bias != nullptr ? 1 : 0];
+}
+
+// Winograd's codelets assume a shape it serves: a layer asks conv_algorithm_fits before choosing it.
+void check_fits(const TaskTag& tag, ConvAlgorithm a, const Conv2dShape& shape) {
+  if (!conv_algorithm_fits(a, shape)) {
+    throw std::logic_error(std::string(tag.layer) + ": " + to_string(a) + " does not compute this convolution's shape");
+  }
 }
 
 ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int relu) {
@@ -180,11 +209,23 @@ ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int 
 
 }  // namespace
 
-const char* to_string(ConvAlgorithm a) { return a == ConvAlgorithm::kConvgemm ? "convgemm" : "im2col"; }
+const char* to_string(ConvAlgorithm a) {
+  switch (a) {
+    case ConvAlgorithm::kConvgemm: return "convgemm";
+    case ConvAlgorithm::kIm2col: return "im2col";
+    case ConvAlgorithm::kWinograd: return "winograd";
+  }
+  return "?";
+}
+
+bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape) {
+  return a != ConvAlgorithm::kWinograd || kernels::cpu::winograd_fits(shape);
+}
 
 void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
                        const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile) {
   check_same_tiling(tag, x, y);
+  check_fits(tag, algorithm, shape);
   const ConvArgs a = tile_args(shape, x, tile, relu);
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
@@ -195,9 +236,13 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
 void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& dy,
                             const Tensor& w, Tensor& dx, int tile) {
   check_same_tiling(tag, dy, dx);
+  check_fits(tag, algorithm, shape);
   const ConvArgs a = tile_args(shape, dx, tile, 0);
   std::string name;
-  runtime::submit_task(algorithm == ConvAlgorithm::kConvgemm ? cl_bwd_data_convgemm : cl_bwd_data_im2col,
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kConvgemm  ? cl_bwd_data_convgemm
+                         : algorithm == ConvAlgorithm::kWinograd ? cl_bwd_data_winograd
+                                                                 : cl_bwd_data_im2col;
+  runtime::submit_task(cl,
                        task_info(tag, "bwd_data", tile, a.shape.flops(), name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
 }
@@ -225,6 +270,10 @@ double time_algorithm(ConvAlgorithm algorithm, const Conv2dShape& s, std::vector
     if (algorithm == ConvAlgorithm::kConvgemm) {
       kernels::cpu::conv2d_fwd_convgemm(s, x.data(), w.data(), nullptr, 0, y.data());
       kernels::cpu::conv2d_bwd_data_convgemm(s, y.data(), w.data(), x.data());
+      kernels::cpu::conv2d_bwd_weights_convgemm(s, x.data(), y.data(), dw.data(), nullptr);
+    } else if (algorithm == ConvAlgorithm::kWinograd) {
+      kernels::cpu::conv2d_fwd_winograd(s, x.data(), w.data(), nullptr, 0, y.data());
+      kernels::cpu::conv2d_bwd_data_winograd(s, y.data(), w.data(), x.data());
       kernels::cpu::conv2d_bwd_weights_convgemm(s, x.data(), y.data(), dw.data(), nullptr);
     } else {
       kernels::cpu::conv2d_fwd_im2col(s, x.data(), w.data(), nullptr, y.data());
@@ -254,9 +303,16 @@ ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s) {
   std::vector<float> dw(w.size());
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
-  const double convgemm = time_algorithm(ConvAlgorithm::kConvgemm, s, x, w, y, dw);
-  const double im2col = time_algorithm(ConvAlgorithm::kIm2col, s, x, w, y, dw);
-  const ConvAlgorithm best = convgemm <= im2col ? ConvAlgorithm::kConvgemm : ConvAlgorithm::kIm2col;
+  ConvAlgorithm best = ConvAlgorithm::kConvgemm;
+  double best_time = time_algorithm(best, s, x, w, y, dw);
+  for (ConvAlgorithm other : {ConvAlgorithm::kIm2col, ConvAlgorithm::kWinograd}) {
+    if (!conv_algorithm_fits(other, s)) continue;
+    const double t = time_algorithm(other, s, x, w, y, dw);
+    if (t < best_time) {
+      best = other;
+      best_time = t;
+    }
+  }
   cache.emplace(key, best);
   return best;
 }

@@ -13,6 +13,8 @@ namespace dtnn::codelets {
 enum class ConvAlgorithm {
   kConvgemm,  // implicit im2col inside a BLIS-style GEMM (no workspace)
   kIm2col,    // explicit im2col + bli_sgemm (the baseline)
+  kWinograd,  // Winograd F(2x2, 3x3) forward and backward-data (3x3 stride-1 shapes only:
+              // kernels::cpu::winograd_fits); backward-weights by convgemm
 };
 
 const char* to_string(ConvAlgorithm a);
@@ -27,7 +29,10 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
 void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
                                const Tensor& x, const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile);
 
-// Runs one forward and both backward passes of each algorithm on random data of the given geometry on this
+// Whether the algorithm computes this geometry (Winograd: kernels::cpu::winograd_fits; the others: every one).
+bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape);
+
+// Runs one forward and both backward passes of each algorithm that fits on random data of the given geometry on this
 // thread and returns the fastest (PyDTNN's BestOf, forward and backward together). Results are cached per
 // geometry, so layers of the same shape are timed once.
 ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& shape);

@@ -887,8 +887,8 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--priorities", a.priorities, "on: dtnn's task priorities; off: every task at 0")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  app->add_option("--conv", a.conv, "convolution algorithm: convgemm or im2col")
-      ->check(CLI::IsMember({"convgemm", "im2col"}))
+  app->add_option("--conv", a.conv, "convolution algorithm: convgemm, im2col or winograd")
+      ->check(CLI::IsMember({"convgemm", "im2col", "winograd"}))
       ->capture_default_str();
   app->add_option("--fusion", a.fusion, "on or off (see dtnn train --help)")
       ->check(CLI::IsMember({"on", "off"}))
@@ -918,8 +918,10 @@ void add_run_options(CLI::App* app, RunArgs& a) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app->add_flag("--normalize", a.normalize, "per-channel normalisation with the training set's mean and std");
-  app->add_option("--conv", a.conv, "convolution algorithm: convgemm, im2col or auto (times both per shape)")
-      ->check(CLI::IsMember({"convgemm", "im2col", "auto"}))
+  app->add_option("--conv", a.conv,
+                  "convolution algorithm: convgemm, im2col, winograd (Winograd F(2x2,3x3) for 3x3 stride-1 layers, "
+                  "convgemm for the rest) or auto (times each that fits, per shape)")
+      ->check(CLI::IsMember({"convgemm", "im2col", "winograd", "auto"}))
       ->capture_default_str();
   app->add_option("--fusion", a.fusion,
                   "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "

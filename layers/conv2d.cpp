@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codelets/conv2d.hpp"
+#include "codelets/cpu/winograd.hpp"
 #include "codelets/relu.hpp"
 #include "layers/init.hpp"
 #include "runtime/codelet.hpp"
@@ -15,17 +16,18 @@ const char* to_string(ConvVariant v) {
   switch (v) {
     case ConvVariant::kConvgemm: return "convgemm";
     case ConvVariant::kIm2col: return "im2col";
+    case ConvVariant::kWinograd: return "winograd";
     case ConvVariant::kAuto: return "auto";
   }
   return "?";
 }
 
 ConvVariant parse_conv_variant(const std::string& name, const std::string& option) {
-  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kAuto}) {
+  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kWinograd, ConvVariant::kAuto}) {
     if (name == to_string(v)) return v;
   }
-  throw InvalidArgument(fmt::format("{}: unknown convolution variant '{}', expected convgemm, im2col or auto",
-                                    option, name));
+  throw InvalidArgument(fmt::format(
+      "{}: unknown convolution variant '{}', expected convgemm, im2col, winograd or auto", option, name));
 }
 
 Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
@@ -66,6 +68,10 @@ std::string Conv2d::describe() const {
 }
 
 std::string Conv2d::algorithm() const {
+  if (options_.variant_ == ConvVariant::kWinograd) {
+    // The layers Winograd does not serve say so: "winograd: convgemm".
+    return algorithm_ == codelets::ConvAlgorithm::kWinograd ? "winograd" : "winograd: convgemm";
+  }
   if (options_.variant_ != ConvVariant::kAuto) return to_string(options_.variant_);
   return decided_ ? fmt::format("auto: {}", codelets::to_string(algorithm_)) : std::string("auto");
 }
@@ -74,6 +80,15 @@ void Conv2d::set_variant(ConvVariant v) {
   options_.variant_ = v;
   decided_ = 0;
   algorithm_ = v == ConvVariant::kIm2col ? codelets::ConvAlgorithm::kIm2col : codelets::ConvAlgorithm::kConvgemm;
+  choose_winograd();
+}
+
+void Conv2d::choose_winograd() {
+  // The geometry is known once the layer is built; the batch size does not change whether Winograd serves it.
+  if (options_.variant_ == ConvVariant::kWinograd) {
+    algorithm_ = kernels::cpu::winograd_pays(shape_) ? codelets::ConvAlgorithm::kWinograd
+                                                     : codelets::ConvAlgorithm::kConvgemm;
+  }
 }
 
 codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x) {
@@ -119,6 +134,7 @@ Shape Conv2d::build(const Shape& in) {
                                       "{}x{}, output would be {}x{}, expected at least 1x1",
                                       name(), to_string(in), o.kernel_h_, o.kernel_w_, o.pad_h_, o.pad_w_, oh, ow));
   }
+  choose_winograd();
   weight_ = &add_parameter("weight", {o.out_, o.in_ / o.groups_, o.kernel_h_, o.kernel_w_});
   if (o.bias_) {
     bias_ = &add_parameter("bias", {o.out_});

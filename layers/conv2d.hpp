@@ -8,12 +8,14 @@
 
 namespace dtnn {
 
-// How a Conv2d computes: convgemm (default, no workspace), explicit im2col + sgemm, or auto, which times both
-// on the first batch of each shape (forward and backward together) and keeps the faster.
-enum class ConvVariant { kConvgemm, kIm2col, kAuto };
+// How a Conv2d computes: convgemm (no workspace), explicit im2col + sgemm, winograd (Winograd F(2x2, 3x3) for the
+// forward and backward-data passes of a layer it serves, 3x3 stride 1, and convgemm for everything else), or
+// auto, which times each that fits on the first batch of each shape (forward and backward together) and keeps
+// the fastest.
+enum class ConvVariant { kConvgemm, kIm2col, kWinograd, kAuto };
 
 const char* to_string(ConvVariant v);
-// "convgemm", "im2col" or "auto"; InvalidArgument naming `option` otherwise.
+// "convgemm", "im2col", "winograd" or "auto"; InvalidArgument naming `option` otherwise.
 ConvVariant parse_conv_variant(const std::string& name, const std::string& option);
 
 struct Conv2dOptions {
@@ -70,6 +72,8 @@ class Conv2d : public Layer {
 
  private:
   codelets::ConvAlgorithm resolve(const Tensor& x);
+  // Under the winograd variant: Winograd where it serves the geometry, convgemm elsewhere.
+  void choose_winograd();
 
   Conv2dOptions options_;
   Conv2dShape shape_;

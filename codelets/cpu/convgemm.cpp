@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "codelets/cpu/aligned_floats.hpp"
 #include "codelets/cpu/convgemm_ukernels.hpp"
 #include "core/cpu_features.hpp"
 
@@ -147,25 +148,6 @@ Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) {
 }
 
 // ---- Thread-local working memory ----
-
-// 64-byte aligned floats that only grow, so that steady-state training allocates nothing.
-class AlignedFloats {
- public:
-  float* reserve(size_t count) {
-    if (count > capacity_) {
-      data_.reset(static_cast<float*>(::operator new (count * sizeof(float), std::align_val_t{64})));
-      capacity_ = count;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Release {
-    void operator()(float* p) const { ::operator delete (p, std::align_val_t{64}); }
-  };
-  std::unique_ptr<float, Release> data_;
-  size_t capacity_ = 0;
-};
 
 struct Workspace {
   AlignedFloats a, b, tile;

@@ -2,6 +2,9 @@
 // Every layer through the one numerical gradient checker, and the argument checks of every layer.
 #include <gtest/gtest.h>
 
+#include "codelets/cpu/winograd.hpp"
+#include "core/cpu_features.hpp"
+
 #include "layers/conv2d.hpp"
 #include "layers/dense.hpp"
 #include "layers/pooling.hpp"
@@ -89,8 +92,28 @@ TEST(Conv2dTest, AutoReportsTheAlgorithmItChose) {
   Conv2d layer(Conv2dOptions(2, 4, 3).padding(1).variant(ConvVariant::kAuto));
   check_layer_gradients(layer, {2, 6, 6});
   const std::string d = layer.describe();
-  EXPECT_TRUE(d.find("auto: convgemm") != std::string::npos || d.find("auto: im2col") != std::string::npos) << d;
-  EXPECT_THROW(parse_conv_variant("winograd", "--conv"), InvalidArgument);
+  EXPECT_TRUE(d.find("auto: convgemm") != std::string::npos || d.find("auto: im2col") != std::string::npos ||
+              d.find("auto: winograd") != std::string::npos)
+      << d;
+  EXPECT_THROW(parse_conv_variant("fft", "--conv"), InvalidArgument);
+}
+
+// Winograd where it pays (3x3 stride 1, 16+ channels in and out), convgemm elsewhere, and the summary says which.
+TEST(Conv2dTest, WinogradVariantMatchesNumericalGradientAndNamesTheLayersItLeaves) {
+  // Without the fused ReLU: 256 pre-activations near zero would put kinks inside the finite differences (the
+  // kernel tests check the ReLU epilogue).
+  Conv2d wide(Conv2dOptions(16, 16, 3).padding(1).variant(ConvVariant::kWinograd));
+  check_layer_gradients(wide, {16, 4, 4});
+  const bool served = kernels::cpu::winograd_pays(wide.geometry());
+  EXPECT_EQ(served, cpu_has_avx2_fma()) << "Winograd runs on AVX2 or AVX-512 CPUs";
+  EXPECT_NE(wide.describe().find(served ? "winograd" : "winograd: convgemm"), std::string::npos) << wide.describe();
+
+  Conv2d narrow(Conv2dOptions(3, 16, 3).padding(1).variant(ConvVariant::kWinograd));
+  check_layer_gradients(narrow, {3, 5, 5});
+  EXPECT_NE(narrow.describe().find("winograd: convgemm"), std::string::npos) << narrow.describe();
+  Conv2d strided(Conv2dOptions(16, 16, 3).stride(2).padding(1).variant(ConvVariant::kWinograd));
+  strided.build({16, 8, 8});
+  EXPECT_NE(strided.describe().find("winograd: convgemm"), std::string::npos) << strided.describe();
 }
 
 TEST(Conv2dTest, OutputShapeFollowsTheFormula) {
