@@ -50,6 +50,15 @@ const Variant* variant() {
   return variants().empty() ? nullptr : &variants().front();
 }
 
+// The selection, for a call the caller has checked with winograd_fits.
+const Variant& runnable_variant() {
+  const Variant* v = variant();
+  if (v == nullptr) {
+    throw std::logic_error("winograd: no micro-kernel on this CPU (winograd_fits is false; the caller must check)");
+  }
+  return *v;
+}
+
 WinogradCall forward_call(const Conv2dShape& sh) {
   return WinogradCall{sh.n,     sh.c,    sh.h,    sh.w, sh.k, sh.pad_top, sh.pad_bottom, sh.pad_left, sh.pad_right,
                       nullptr, nullptr, WinogradWeights::kForward, nullptr, 0, nullptr};
@@ -105,10 +114,7 @@ bool winograd_pays(const Conv2dShape& sh) {
 }
 
 void conv2d_fwd_winograd(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
-  const Variant* v = variant();
-  if (v == nullptr) {
-    throw std::logic_error("winograd: no micro-kernel on this CPU (winograd_fits is false; the caller must check)");
-  }
+  const Variant* v = &runnable_variant();
   WinogradCall call = forward_call(sh);
   call.in = x;
   call.w_data = w;
@@ -119,10 +125,7 @@ void conv2d_fwd_winograd(const Conv2dShape& sh, const float* x, const float* w, 
 }
 
 void conv2d_bwd_data_winograd(const Conv2dShape& sh, const float* dy, const float* w, float* dx) {
-  const Variant* v = variant();
-  if (v == nullptr) {
-    throw std::logic_error("winograd: no micro-kernel on this CPU (winograd_fits is false; the caller must check)");
-  }
+  const Variant* v = &runnable_variant();
   WinogradCall call = dual_call(sh);
   call.in = dy;
   call.w_data = w;

@@ -334,22 +334,17 @@ void transform_output(const Geom& g, const float* m, size_t t0, const float* bia
                                  static_cast<size_t>(y0) * ow + 2 * static_cast<size_t>(sg.tx0);
         // A tile of one column ends the segment where the output width is odd.
         const int full = 2 * (sg.tx0 + sg.count) > g.ow ? sg.count - 1 : sg.count;
-        const float* a0 = q00 + sg.lane;
-        const float* a1 = q01 + sg.lane;
-        for (int x = 0; x < full; ++x) {
-          dst0[2 * x] = a0[x];
-          dst0[2 * x + 1] = a1[x];
-        }
-        if (full < sg.count) dst0[2 * full] = a0[full];
-        if (y0 + 1 < g.oh) {
-          float* __restrict dst1 = dst0 + ow;
-          const float* b0 = q10 + sg.lane;
-          const float* b1 = q11 + sg.lane;
+        // One output row: the left and right results of each tile, interleaved.
+        const auto put_row = [&](float* __restrict dst, const float* left, const float* right) {
           for (int x = 0; x < full; ++x) {
-            dst1[2 * x] = b0[x];
-            dst1[2 * x + 1] = b1[x];
+            dst[2 * x] = left[x];
+            dst[2 * x + 1] = right[x];
           }
-          if (full < sg.count) dst1[2 * full] = b0[full];
+          if (full < sg.count) dst[2 * full] = left[full];
+        };
+        put_row(dst0, q00 + sg.lane, q01 + sg.lane);
+        if (y0 + 1 < g.oh) {
+          put_row(dst0 + ow, q10 + sg.lane, q11 + sg.lane);
         }
       }
     }
