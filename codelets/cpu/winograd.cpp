@@ -72,34 +72,48 @@ WinogradCall dual_call(const Conv2dShape& sh) {
                       nullptr,    0,              nullptr};
 }
 
-size_t workspace_floats(const WinogradCall& call, const Variant& v) {
-  const int oh = call.h + call.pad_top + call.pad_bottom - 2;
-  const int ow = call.w + call.pad_left + call.pad_right - 2;
-  const size_t tiles = static_cast<size_t>(call.n) * static_cast<size_t>((oh + 1) / 2) *
-                       static_cast<size_t>((ow + 1) / 2);
-  const size_t chunk = winograd_chunk_tiles(tiles, call.c, call.k, v.mr, v.nr);
-  const size_t kp = (static_cast<size_t>(call.k) + static_cast<size_t>(v.nr) - 1) / static_cast<size_t>(v.nr) *
-                    static_cast<size_t>(v.nr);
-  const auto c = static_cast<size_t>(call.c);
-  return 16 * (kp * c + chunk * c + chunk * kp + static_cast<size_t>(v.mr));
-}
+std::size_t round_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+// Floats of transformed weights held at a time: 4 MiB. Up to c k = 256 x 256 they are all held for the whole call;
+// beyond (512 x 512: 16 MiB of them per worker), blocks of output channels, each transformed and used for a chunk
+// before the next. Calls of those deep layers are usually one chunk (kBlockedInputFloats), so each block is
+// transformed once; where there are more, each chunk transforms the blocks again.
+constexpr std::size_t kWeightBlockFloats = std::size_t{1} << 20;
+// Floats of a chunk's transformed input and products together: about 1 MiB (Zen 5 and Zen 3 cores have 1 MiB and
+// 512 KiB of L2).
+constexpr std::size_t kChunkFloats = std::size_t{1} << 18;
+// Where the weights go in blocks, a chunk takes every tile of the call up to 8 MiB of transformed input, so that
+// each block is transformed once (512->512 @4, 256 tiles in two chunks: 0.9x of one).
+constexpr std::size_t kBlockedInputFloats = std::size_t{1} << 21;
 
 }  // namespace
 
-size_t winograd_chunk_tiles(size_t tiles, int c, int k, int mr, int nr) {
-  // The chunk's transformed input and products, 16 x chunk x (c + k) floats, about 1 MiB (Zen 5 and Zen 3 cores
-  // have 1 MiB and 512 KiB of L2) where the weights are small; where they are large, at least c k / (c + k) tiles,
-  // so that reading the transformed weights once per chunk (16 c k floats) costs no more than the chunk's own
-  // traffic (measured in docs/design.md, Convolution).
-  constexpr size_t kBudgetFloats = size_t{1} << 18;
+WinogradPlan winograd_plan(const WinogradCall& call, int mr, int nr) {
+  WinogradPlan p{};
+  p.oh = call.h + call.pad_top + call.pad_bottom - 2;
+  p.ow = call.w + call.pad_left + call.pad_right - 2;
+  p.th = (std::max(p.oh, 0) + 1) / 2;
+  p.tw = (std::max(p.ow, 0) + 1) / 2;
+  p.tiles = static_cast<size_t>(std::max(call.n, 0)) * static_cast<size_t>(p.th) * static_cast<size_t>(p.tw);
   const auto m = static_cast<size_t>(mr);
-  const auto cc = static_cast<size_t>(std::max(c, 1));
-  const size_t kp = (static_cast<size_t>(std::max(k, 0)) + static_cast<size_t>(nr) - 1) / static_cast<size_t>(nr) *
-                    static_cast<size_t>(nr);
-  const size_t by_cache = kBudgetFloats / (16 * (cc + kp));
-  const size_t by_weights = cc * kp / (cc + kp);
-  const size_t want = (std::max(by_cache, by_weights) + m - 1) / m * m;
-  return std::min(std::max(want, m), (tiles + m - 1) / m * m);
+  const auto r = static_cast<size_t>(nr);
+  const auto c = static_cast<size_t>(std::max(call.c, 1));
+  p.kp = round_up(static_cast<size_t>(std::max(call.k, 0)), r);
+  p.kb = std::min(p.kp, std::max(r, kWeightBlockFloats / (16 * c) / r * r));
+  // The chunk: about kChunkFloats where the weights are small; where they are large, at least c kb / (c + kb)
+  // tiles, so that reading the block of transformed weights once per chunk (16 c kb floats) costs no more than the
+  // chunk's own traffic (measured in docs/design.md, Convolution); where they are in blocks, up to
+  // kBlockedInputFloats. Whole MR panels, not beyond the call's tiles.
+  const size_t by_cache = kChunkFloats / (16 * (c + p.kb));
+  const size_t by_weights = c * p.kb / (c + p.kb);
+  const size_t by_blocks = p.kb < p.kp ? kBlockedInputFloats / (16 * c) : 0;
+  p.chunk = std::min(std::max(round_up(std::max({by_cache, by_weights, by_blocks}), m), m), round_up(p.tiles, m));
+  return p;
+}
+
+size_t winograd_workspace_floats(const WinogradPlan& plan, int c, int mr) {
+  const auto cc = static_cast<size_t>(std::max(c, 0));
+  return 16 * (plan.kb * cc + plan.chunk * cc + plan.chunk * plan.kb + static_cast<size_t>(mr));
 }
 
 bool winograd_fits(const Conv2dShape& sh) {
@@ -110,7 +124,7 @@ bool winograd_fits(const Conv2dShape& sh) {
 }
 
 bool winograd_pays(const Conv2dShape& sh) {
-  return winograd_fits(sh) && sh.c >= 16 && sh.k >= 16 && sh.out_h() * sh.out_w() >= 16;
+  return winograd_fits(sh) && sh.c >= 16 && sh.k >= 16 && sh.out_h() >= 2 && sh.out_w() >= 2;
 }
 
 void conv2d_fwd_winograd(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
@@ -138,7 +152,11 @@ std::size_t winograd_workspace_bytes(const Conv2dShape& sh) {
   if (v == nullptr || !winograd_fits(sh) || sh.n <= 0) {
     return 0;
   }
-  return std::max(workspace_floats(forward_call(sh), *v), workspace_floats(dual_call(sh), *v)) * sizeof(float);
+  const WinogradCall fwd = forward_call(sh);
+  const WinogradCall dual = dual_call(sh);
+  return std::max(winograd_workspace_floats(winograd_plan(fwd, v->mr, v->nr), fwd.c, v->mr),
+                  winograd_workspace_floats(winograd_plan(dual, v->mr, v->nr), dual.c, v->mr)) *
+         sizeof(float);
 }
 
 std::vector<std::string> winograd_ukernels() {

@@ -28,10 +28,10 @@ namespace dtnn::kernels::cpu {
 bool winograd_fits(const Conv2dShape& sh);
 
 // Whether it also pays, as measured against convgemm (docs/design.md, Convolution; bench/conv_layers): at least 16
-// input and 16 output channels (3 input channels ran at 0.77x convgemm forward and 3 output channels at 0.51x
-// backward-data: the GEMMs' reductions and panels are then mostly padding) and an output plane of at least 16
-// pixels (512 channels at 2x2, one tile per sample: 0.93-0.97x). The winograd variant of a layer uses it where
-// this holds and convgemm elsewhere.
+// input and 16 output channels (3 input channels ran at 0.77x convgemm forward and 3 output channels at 0.48x
+// backward-data: the GEMMs' reductions and panels are then mostly padding) and an output plane of at least 2x2
+// (one whole tile per sample: 512 channels at 2x2 ran at 1.2-1.3x; a 1x1 plane would use a quarter of each tile).
+// The winograd variant of a layer uses it where this holds and convgemm elsewhere.
 bool winograd_pays(const Conv2dShape& sh);
 
 // y = conv(x, w) + b, then ReLU when relu != 0; b nullable.

@@ -25,9 +25,21 @@ struct WinogradCall {
   float* out;
 };
 
-// Output tiles per chunk: whole MR panels, the chunk's transformed input and products (16 x chunk x (c + k)
-// floats) about the size of L2, at least one panel, not beyond the call's tiles.
-std::size_t winograd_chunk_tiles(std::size_t tiles, int c, int k, int mr, int nr);
+// How a call is cut, for a micro-kernel of MR x NR (computed once, in winograd.cpp, for the kernels and for the
+// workspace bound alike).
+struct WinogradPlan {
+  int oh, ow;            // the output plane
+  int th, tw;            // 2x2 tiles per column and per row of it
+  std::size_t tiles;     // of the whole call: n th tw
+  std::size_t kp;        // output channels rounded up to NR
+  std::size_t kb;        // output channels whose transformed weights are held at a time (NR multiple, <= kp)
+  std::size_t chunk;     // output tiles transformed and multiplied at a time (MR multiple)
+};
+WinogradPlan winograd_plan(const WinogradCall& call, int mr, int nr);
+
+// Floats of working memory a call with this plan uses: a block of transformed weights (16 kb c), a chunk of
+// transformed input (16 chunk c), its products with the block (16 chunk kb), and MR lanes of 16 positions.
+std::size_t winograd_workspace_floats(const WinogradPlan& plan, int c, int mr);
 
 void winograd_convolve_avx512(const WinogradCall& call);
 void winograd_convolve_avx2(const WinogradCall& call);

@@ -6,9 +6,10 @@
 // One call: `in` [n, c, h, w] convolved by 3x3 kernels into `out` [n, k, oh, ow], stride 1, paddings given. The
 // output's 2x2 tiles are numbered sample by sample, row by row, and taken in chunks of whole MR panels. For each
 // chunk: the 4x4 input patch of every tile is gathered into lanes (MR tiles side by side, per input channel) and
-// transformed with whole vectors into the micro-kernel's A panels; the 16 GEMMs (one per transformed position,
-// reducing over the input channels against the transformed weights, packed once per call as B panels) write the
-// products panel by panel; the output transform reads them back with whole vectors and scatters the 2x2 results.
+// transformed with whole vectors into the micro-kernel's A panels; then, per block of output channels, the 16 GEMMs
+// (one per transformed position, reducing over the input channels against the transformed weights, packed as B
+// panels: once per call where one block holds them all, winograd_plan) write the products panel by panel, and the
+// output transform reads them back with whole vectors and scatters the 2x2 results.
 #pragma once
 
 #include <blis.h>
@@ -40,14 +41,13 @@ void store(float* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-struct Geom {
-  int n, c, h, w, k, pad_top, pad_left, oh, ow, th, tw;
-  size_t tiles, kp, chunk;
-  int mr, nr;
+struct Geom : WinogradPlan {
+  int n, c, h, w, k, pad_top, pad_left, mr, nr;
 };
 
 Geom geom(const WinogradCall& call, int mr, int nr) {
   Geom g{};
+  static_cast<WinogradPlan&>(g) = winograd_plan(call, mr, nr);
   g.n = call.n;
   g.c = call.c;
   g.h = call.h;
@@ -55,16 +55,8 @@ Geom geom(const WinogradCall& call, int mr, int nr) {
   g.k = call.k;
   g.pad_top = call.pad_top;
   g.pad_left = call.pad_left;
-  g.oh = call.h + call.pad_top + call.pad_bottom - 2;
-  g.ow = call.w + call.pad_left + call.pad_right - 2;
-  g.th = (std::max(g.oh, 0) + 1) / 2;
-  g.tw = (std::max(g.ow, 0) + 1) / 2;
-  g.tiles = static_cast<size_t>(std::max(g.n, 0)) * static_cast<size_t>(g.th) * static_cast<size_t>(g.tw);
   g.mr = mr;
   g.nr = nr;
-  g.kp = (static_cast<size_t>(std::max(g.k, 0)) + static_cast<size_t>(nr) - 1) / static_cast<size_t>(nr) *
-         static_cast<size_t>(nr);
-  g.chunk = winograd_chunk_tiles(g.tiles, g.c, g.k, mr, nr);
   return g;
 }
 
@@ -77,59 +69,60 @@ Workspace& workspace() {
   return ws;
 }
 
-// The transformed weights as B panels: position-major, then NR panels of output channels, then input channels,
-// NR output channels contiguous; channels past k are zero. U = G g G^T of each 3x3 kernel g, G = [1 0 0; 1/2 1/2
-// 1/2; 1/2 -1/2 1/2; 0 0 1], computed for the NR output channels of a panel side by side, so that each of the 16
-// positions receives NR contiguous floats per input channel.
-const float* transform_weights(const WinogradCall& call, const Geom& g) {
-  constexpr int kMaxNr = 16;
-  const size_t per_position = g.kp * static_cast<size_t>(g.c);
-  float* u = workspace().weights.reserve(kPositions * per_position);
-  const auto nr = static_cast<size_t>(g.nr);
+// The transformed weights of output channels [k0, k0 + kw) as B panels: position-major (kb c floats each), then NR
+// panels of output channels, then input channels, NR output channels contiguous; channels past k are zero. U = G g
+// G^T of each 3x3 kernel g, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], computed with vectors VB of NR floats:
+// the NR output channels of a panel side by side, so that each of the 16 positions receives one whole vector per
+// input channel. (Scalar, with the branches inside, this took ~40 ns per kernel: a third of a 512->512 @4 call.)
+template <typename VB>
+void transform_weights(const WinogradCall& call, const Geom& g, size_t k0, size_t kw, float* u) {
+  constexpr int kNr = sizeof(VB) / sizeof(float);
+  const size_t per_position = g.kb * static_cast<size_t>(g.c);
   const auto c = static_cast<size_t>(g.c);
   const auto k = static_cast<size_t>(g.k);
-  float kern[9][kMaxNr];
-  float t[12][kMaxNr];
-  for (size_t k0 = 0; k0 < g.kp; k0 += nr) {
+  const float* w = call.w_data;
+  alignas(64) float kern[9][kNr];
+  for (size_t panel = 0; panel < kw; panel += kNr) {
+    const size_t first = k0 + panel;
+    const int live = static_cast<int>(std::min(static_cast<size_t>(kNr), k > first ? k - first : 0));
+    if (live < kNr) {
+      std::fill(&kern[0][0], &kern[0][0] + 9 * kNr, 0.0f);
+    }
     for (size_t cc = 0; cc < c; ++cc) {
-      for (size_t l = 0; l < nr; ++l) {
-        const size_t kk = k0 + l;
-        for (int i = 0; i < 9; ++i) {
-          if (kk >= k) {
-            kern[i][l] = 0.0f;
-          } else if (call.weights == WinogradWeights::kForward) {
-            kern[i][l] = call.w_data[(kk * c + cc) * 9 + static_cast<size_t>(i)];
-          } else {
-            // The dual of backward-data: output channel kk is the forward's input channel, input channel cc the
-            // forward's output channel (w is the forward's [k, c, 3, 3], read at [cc, kk]), the kernel flipped in both axes.
-            kern[i][l] = call.w_data[(cc * k + kk) * 9 + static_cast<size_t>(8 - i)];
-          }
+      if (call.weights == WinogradWeights::kForward) {
+        for (int l = 0; l < live; ++l) {
+          const float* src = w + ((first + static_cast<size_t>(l)) * c + cc) * 9;
+          for (int i = 0; i < 9; ++i) kern[i][l] = src[i];
+        }
+      } else {
+        // The dual of backward-data: output channel kk is the forward's input channel, input channel cc the
+        // forward's output channel (w is the forward's [k, c, 3, 3], read at [cc, kk]), the kernel flipped in both
+        // axes.
+        for (int l = 0; l < live; ++l) {
+          const float* src = w + (cc * k + first + static_cast<size_t>(l)) * 9;
+          for (int i = 0; i < 9; ++i) kern[i][l] = src[8 - i];
         }
       }
       // t = G g: rows 0..3 of each of the 3 columns.
+      VB t[12];
       for (int j = 0; j < 3; ++j) {
-        for (size_t l = 0; l < nr; ++l) {
-          const float g0 = kern[j][l], g1 = kern[3 + j][l], g2 = kern[6 + j][l];
-          t[j][l] = g0;
-          t[3 + j][l] = 0.5f * (g0 + g1 + g2);
-          t[6 + j][l] = 0.5f * (g0 - g1 + g2);
-          t[9 + j][l] = g2;
-        }
+        const VB g0 = load<VB>(kern[j]), g1 = load<VB>(kern[3 + j]), g2 = load<VB>(kern[6 + j]);
+        t[j] = g0;
+        t[3 + j] = 0.5f * (g0 + g1 + g2);
+        t[6 + j] = 0.5f * (g0 - g1 + g2);
+        t[9 + j] = g2;
       }
-      float* dst = u + k0 * c + cc * nr;
+      float* dst = u + panel * c + cc * static_cast<size_t>(kNr);
       for (int i = 0; i < 4; ++i) {
         float* row = dst + static_cast<size_t>(4 * i) * per_position;
-        for (size_t l = 0; l < nr; ++l) {
-          const float t0 = t[3 * i][l], t1 = t[3 * i + 1][l], t2 = t[3 * i + 2][l];
-          row[l] = t0;
-          row[per_position + l] = 0.5f * (t0 + t1 + t2);
-          row[2 * per_position + l] = 0.5f * (t0 - t1 + t2);
-          row[3 * per_position + l] = t2;
-        }
+        const VB t0 = t[3 * i], t1 = t[3 * i + 1], t2 = t[3 * i + 2];
+        store(row, t0);
+        store(row + per_position, 0.5f * (t0 + t1 + t2));
+        store(row + 2 * per_position, 0.5f * (t0 - t1 + t2));
+        store(row + 3 * per_position, t2);
       }
     }
   }
-  return u;
 }
 
 // Tiles [first, first + count) of the call, at lanes [lane, lane + count) of an MR panel: consecutive tiles of row
@@ -255,8 +248,9 @@ void transform_input(const Geom& g, const float* in, size_t t0, float* v, std::v
   }
 }
 
-// The 16 products: m[position][panel][kk][lane] = sum over the input channels, in order, of V U.
-void multiply(const Geom& g, sgemm_ukr_ft ukr, const float* u, float* v, float* m) {
+// The 16 products of the chunk with the block of kw output channels: m[position][panel][kk][lane] (kb output
+// channels per panel) = sum over the input channels, in order, of V U.
+void multiply(const Geom& g, sgemm_ukr_ft ukr, const float* u, size_t kw, float* v, float* m) {
   const auto c = static_cast<size_t>(g.c);
   const auto mr = static_cast<size_t>(g.mr);
   const auto nr = static_cast<size_t>(g.nr);
@@ -265,17 +259,17 @@ void multiply(const Geom& g, sgemm_ukr_ft ukr, const float* u, float* v, float* 
   float zero = 0.0f;
   for (int p = 0; p < kPositions; ++p) {
     float* vp = v + static_cast<size_t>(p) * g.chunk * c;
-    const float* up = u + static_cast<size_t>(p) * g.kp * c;
-    float* mp = m + static_cast<size_t>(p) * g.kp * g.chunk;
-    for (size_t j = 0; j < g.kp; j += nr) {
+    const float* up = u + static_cast<size_t>(p) * g.kb * c;
+    float* mp = m + static_cast<size_t>(p) * g.kb * g.chunk;
+    for (size_t j = 0; j < kw; j += nr) {
       auto* b = const_cast<float*>(up + j * c);
       for (size_t i = 0; i < g.chunk; i += mr) {
         float* a = vp + i * c;
         const bool last_i = i + mr >= g.chunk;
         bli_auxinfo_set_next_a(last_i ? vp : a + mr * c, &aux);
-        bli_auxinfo_set_next_b(last_i && j + nr < g.kp ? b + nr * c : b, &aux);
+        bli_auxinfo_set_next_b(last_i && j + nr < kw ? b + nr * c : b, &aux);
         ukr(static_cast<dim_t>(mr), static_cast<dim_t>(nr), static_cast<dim_t>(c), &one, a, b, &zero,
-            mp + i * g.kp + j * mr, 1, static_cast<inc_t>(mr), &aux, nullptr);
+            mp + i * g.kb + j * mr, 1, static_cast<inc_t>(mr), &aux, nullptr);
       }
     }
   }
@@ -284,11 +278,11 @@ void multiply(const Geom& g, sgemm_ukr_ft ukr, const float* u, float* v, float* 
 // y tile = A^T M A, A^T = [1 1 1 0; 0 1 -1 -1], plus the bias, then ReLU when asked, on whole vectors of lanes;
 // then each segment's 2x2 results go to their places (parts of a tile past an odd output extent are dropped).
 template <typename V>
-void transform_output(const Geom& g, const float* m, size_t t0, const float* bias, int relu, float* out,
-                      std::vector<Segment>& segs) {
+void transform_output(const Geom& g, const float* m, size_t t0, int k0, int k1, const float* bias, int relu,
+                      float* out, std::vector<Segment>& segs) {
   constexpr int kW = sizeof(V) / sizeof(float);
   const auto mr = static_cast<size_t>(g.mr);
-  const size_t per_position = g.kp * g.chunk;
+  const size_t per_position = g.kb * g.chunk;
   const size_t plane = static_cast<size_t>(g.oh) * static_cast<size_t>(g.ow);
   const auto ow = static_cast<size_t>(g.ow);
   float* q = workspace().lanes.reserve(kPositions * mr);
@@ -299,8 +293,8 @@ void transform_output(const Geom& g, const float* m, size_t t0, const float* bia
   const V zero{};
   for (size_t panel = 0; panel < g.chunk && t0 + panel < g.tiles; panel += mr) {
     panel_segments(g, t0 + panel, segs);
-    for (int kk = 0; kk < g.k; ++kk) {
-      const float* s = m + panel * g.kp + static_cast<size_t>(kk) * mr;
+    for (int kk = k0; kk < k1; ++kk) {
+      const float* s = m + panel * g.kb + static_cast<size_t>(kk - k0) * mr;
       V b{};
       b += bias != nullptr ? bias[kk] : 0.0f;
       for (int l = 0; l < g.mr; l += kW) {
@@ -351,22 +345,33 @@ void transform_output(const Geom& g, const float* m, size_t t0, const float* bia
   }
 }
 
-// The whole call with vector type V and micro-kernel ukr (MR x NR, storing C with unit stride along MR).
-template <typename V>
-void winograd_convolve(const WinogradCall& call, sgemm_ukr_ft ukr, int mr, int nr) {
+// The whole call with vector types V (tiles' lanes) and VB (NR floats) and micro-kernel ukr (MR x NR, storing C
+// with unit stride along MR).
+template <typename V, typename VB>
+void winograd_convolve(const WinogradCall& call, sgemm_ukr_ft ukr, int mr) {
+  constexpr int nr = sizeof(VB) / sizeof(float);
   const Geom g = geom(call, mr, nr);
   if (g.tiles == 0 || g.k <= 0) {
     return;
   }
-  const float* u = transform_weights(call, g);
   Workspace& ws = workspace();
-  float* v = ws.input.reserve(kPositions * g.chunk * static_cast<size_t>(g.c));
-  float* m = ws.products.reserve(kPositions * g.chunk * g.kp);
+  const auto c = static_cast<size_t>(g.c);
+  float* u = ws.weights.reserve(kPositions * g.kb * c);
+  float* v = ws.input.reserve(kPositions * g.chunk * c);
+  float* m = ws.products.reserve(kPositions * g.chunk * g.kb);
   thread_local std::vector<Segment> segs;
+  const bool blocked = g.kb < g.kp;
   for (size_t t0 = 0; t0 < g.tiles; t0 += g.chunk) {
     transform_input<V>(g, call.in, t0, v, segs);
-    multiply(g, ukr, u, v, m);
-    transform_output<V>(g, m, t0, call.bias, call.relu, call.out, segs);
+    for (size_t k0 = 0; k0 < g.kp; k0 += g.kb) {
+      const size_t kw = std::min(g.kb, g.kp - k0);
+      if (blocked || t0 == 0) {
+        transform_weights<VB>(call, g, k0, kw, u);
+      }
+      multiply(g, ukr, u, kw, v, m);
+      transform_output<V>(g, m, t0, static_cast<int>(k0), static_cast<int>(std::min(k0 + kw, static_cast<size_t>(g.k))),
+                          call.bias, call.relu, call.out, segs);
+    }
   }
 }
 

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Winograd F(2x2, 3x3) against direct convolution in double precision (conv_reference.hpp), forward (with and
 // without bias and ReLU) and backward-data, with every micro-kernel this CPU runs forced in turn: odd and even
-// output sizes, paddings 0-2 and asymmetric, 1 to 70 channels (partial MR and NR panels), tiles that cross chunks
-// and rows of tiles that cross panels, and every 3x3 stride-1 convolution of VGG16 and ResNet-18/50 (CIFAR).
+// output sizes, paddings 0-2 and asymmetric, 1 to 512 channels (partial MR and NR panels, the transformed weights
+// of large layers in blocks of output channels), tiles that cross chunks and rows of tiles that cross panels, and
+// every 3x3 stride-1 convolution of VGG16 and ResNet-18/50 (CIFAR).
 // Tolerance 1e-4 of the largest reference magnitude, as for convgemm: the transforms add a few additions per
 // product (measured errors 1e-7 to 4e-7). Results are bitwise identical run after run, on another thread, and for
 // a sample whatever the samples beside it (how the batch is split into tiles changes nothing).
@@ -63,6 +64,9 @@ std::vector<WinogradCase> shapes() {
       // 70 output channels: a partial NR panel; 200 channels over 40x40: several chunks.
       {"PartialPanels", conv_shape(2, 3, 11, 13, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), ""},
       {"SeveralChunks", conv_shape(2, 200, 40, 40, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), ""},
+      // 512 x 136 channels: the transformed weights in blocks of output channels (the last partial; backward-data's
+      // 136 x 512 too); forward's 300 tiles in two chunks, each transforming the blocks again.
+      {"WeightBlocksSeveralChunks", conv_shape(3, 512, 20, 20, 136, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1), ""},
   };
   const int layers[][3] = {{3, 32, 64},   {64, 32, 64},  {64, 16, 128}, {128, 16, 128}, {128, 8, 256},
                            {256, 8, 256}, {256, 4, 512}, {512, 4, 512}, {512, 2, 512}};
@@ -221,7 +225,7 @@ TEST(WinogradKernelTest, UnknownMicroKernelIsRejectedWithTheKnownOnes) {
   }
 }
 
-// Working memory is the transformed weights and one chunk: it stops growing with the batch once a chunk is full.
+// Working memory is the transformed weights (or a block of them) and one chunk: it stops growing with the batch once a chunk is full.
 TEST(WinogradKernelTest, WorkspaceIsBoundedWhateverTheBatch) {
   if (winograd_ukernels().empty()) {
     GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA";
@@ -232,6 +236,17 @@ TEST(WinogradKernelTest, WorkspaceIsBoundedWhateverTheBatch) {
   EXPECT_GT(winograd_workspace_bytes(small), 0u);
   EXPECT_EQ(winograd_workspace_bytes(small), winograd_workspace_bytes(large));
   EXPECT_LT(winograd_workspace_bytes(large), std::size_t{4} << 20) << "16 x 64 x 64 weights and one chunk";
+}
+
+// Where the transformed weights would be large (16 x 512 x 512 floats: 16 MiB), a block of them is held at a time.
+TEST(WinogradKernelTest, WorkspaceHoldsABlockOfLargeWeights) {
+  if (winograd_ukernels().empty()) {
+    GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA";
+  }
+  const Conv2dShape deep = conv_shape(32, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  const std::size_t all_weights = std::size_t{16} * 512 * 512 * sizeof(float);
+  EXPECT_GT(winograd_workspace_bytes(deep), 0u);
+  EXPECT_LT(winograd_workspace_bytes(deep), all_weights * 3 / 4) << "a 4 MiB block of weights and one chunk";
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ TEST(Conv2dTest, AutoReportsTheAlgorithmItChose) {
   EXPECT_THROW(parse_conv_variant("fft", "--conv"), InvalidArgument);
 }
 
-// Winograd where it pays (3x3 stride 1, 16+ channels in and out), convgemm elsewhere, and the summary says which.
+// Winograd where it pays (3x3 stride 1, 16+ channels in and out, a 2x2 output plane or larger), convgemm elsewhere,
+// and the summary says which.
 TEST(Conv2dTest, WinogradVariantMatchesNumericalGradientAndNamesTheLayersItLeaves) {
   // Without the fused ReLU: 256 pre-activations near zero would put kinks inside the finite differences (the
   // kernel tests check the ReLU epilogue).
@@ -114,6 +115,16 @@ TEST(Conv2dTest, WinogradVariantMatchesNumericalGradientAndNamesTheLayersItLeave
   Conv2d strided(Conv2dOptions(16, 16, 3).stride(2).padding(1).variant(ConvVariant::kWinograd));
   strided.build({16, 8, 8});
   EXPECT_NE(strided.describe().find("winograd: convgemm"), std::string::npos) << strided.describe();
+  // A 1x1 output plane would fill a quarter of each tile; 2x2 is one whole tile per sample.
+  Conv2d pixel(Conv2dOptions(16, 16, 3).padding(1).variant(ConvVariant::kWinograd));
+  pixel.build({16, 1, 1});
+  EXPECT_NE(pixel.describe().find("winograd: convgemm"), std::string::npos) << pixel.describe();
+  Conv2d tile(Conv2dOptions(16, 16, 3).padding(1).variant(ConvVariant::kWinograd));
+  tile.build({16, 2, 2});
+  EXPECT_NE(tile.describe().find(served ? "winograd" : "winograd: convgemm"), std::string::npos) << tile.describe();
+  if (served) {
+    EXPECT_EQ(tile.describe().find("winograd: convgemm"), std::string::npos) << tile.describe();
+  }
 }
 
 TEST(Conv2dTest, OutputShapeFollowsTheFormula) {
