@@ -165,7 +165,7 @@ def main():
     ap.add_argument("--dtnn-args", default="", help="more options for dtnn benchmark, e.g. '--host-allocator pool'")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tiles", type=int, default=2)
-    ap.add_argument("--conv", default="convgemm")
+    ap.add_argument("--conv", default="winograd", help="dtnn --conv (dtnn's default: winograd)")
     ap.add_argument("--data", choices=["synthetic", "real"], default="synthetic")
     ap.add_argument("--dtnn", default=os.path.join(HERE, "..", "build", "bin", "dtnn"))
     ap.add_argument("--json", help="also write the results to this file")

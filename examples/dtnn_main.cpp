@@ -64,6 +64,10 @@ namespace {
 using dtnn::InvalidArgument;
 namespace fs = std::filesystem;
 
+// The convolution algorithm of train, benchmark, evaluate and calibrate when --conv is not given: Winograd for the
+// 3x3 stride-1 layers where it pays, convgemm for the others (docs/design.md, Convolution).
+constexpr const char* kDefaultConv = "winograd";
+
 // What every subcommand that runs a model shares: the model, the data and the engine.
 struct RunArgs {
   std::string model = "simplecnn";
@@ -74,7 +78,7 @@ struct RunArgs {
   std::int64_t test_samples = 0;
   std::int64_t synthetic_samples = 6400;
   int normalize = 0;
-  std::string conv = "convgemm";
+  std::string conv = kDefaultConv;
   std::string fusion = "on";  // --fusion off: every layer's passes as separate tasks (the unfused reference)
   int tiles = 2;
   int workers = 0;
@@ -540,7 +544,7 @@ struct StepArgs {
   int workers = 1;
   std::string scheduler = "lws";
   std::string priorities = "on";
-  std::string conv = "convgemm";
+  std::string conv;  // empty: calibrate kDefaultConv, simulate the machine folder's calibration's (simulated_conv)
   std::string fusion = "on";
   std::int64_t steps = 12;
   std::int64_t warmup = 2;
@@ -745,10 +749,29 @@ int run_simulation_process() {
 // hand-over between OS threads through the kernel (resnet50_imagenet on 32 simulated workers: 23 min for 2 steps,
 // 70% of it in the kernel), where SimGrid's own contexts switch within one thread. The platform must exist before
 // SimGrid starts, hence the two processes.
-int prepare_simulation(const StepArgs& a) {
-  const fs::path dir = a.folder;
+// simulate's --conv where none was given: the algorithm the machine folder was calibrated with for this model,
+// batch, tiles and fusion (kDefaultConv among several; kDefaultConv where there is none, for the error that follows).
+std::string simulated_conv(const StepArgs& a, const nlohmann::json& machine) {
+  if (!a.conv.empty()) return a.conv;
+  std::string found;
+  for (const auto& c : machine.value("calibrations", nlohmann::json::array())) {
+    if (c.value("model", "") != a.model || c.value("batch_size", 0) != a.batch_size || c.value("tiles", 0) != a.tiles ||
+        c.value("fusion", "") != a.fusion) {
+      continue;
+    }
+    const std::string conv = c.value("conv", "");
+    if (conv == kDefaultConv) return conv;
+    if (found.empty()) found = conv;
+  }
+  return found.empty() ? std::string(kDefaultConv) : found;
+}
+
+int prepare_simulation(const StepArgs& given) {
+  const fs::path dir = given.folder;
   dtnn::runtime::use_machine_folder(dir, 0);
   const nlohmann::json machine = dtnn::runtime::read_machine_file(dir);
+  StepArgs a = given;
+  a.conv = simulated_conv(given, machine);
   if (a.device != "cpu" && a.device != "cuda" && a.device != "all") {
     throw InvalidArgument(fmt::format("--device {}, expected cpu, cuda or all", a.device));
   }
@@ -787,9 +810,9 @@ int prepare_simulation(const StepArgs& a) {
         dir.string(), a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, have.empty() ? "none" : have,
         a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, dir.string()));
   }
-  fmt::print("dtnn simulate: SimGrid, {} on machine {} ({}); codelets do not run and buffers hold nothing, so "
-             "there is no loss, metric, checkpoint or evaluation\n",
-             a.model, dir.string(), machine.value("cpu", std::string("?")));
+  fmt::print("dtnn simulate: SimGrid, {} (conv {}) on machine {} ({}); codelets do not run and buffers hold "
+             "nothing, so there is no loss, metric, checkpoint or evaluation\n",
+             a.model, a.conv, dir.string(), machine.value("cpu", std::string("?")));
   // A machine we do not have: a folder derived from the calibrated one for the life of this run.
   struct Derived {
     fs::path dir;
@@ -841,13 +864,16 @@ int prepare_simulation(const StepArgs& a) {
   return run_simulation_process();
 }
 
-int run_simulate(const StepArgs& a) {
+int run_simulate(const StepArgs& given) {
   if (!dtnn::runtime::simulated()) {
     throw InvalidArgument("simulate: this build runs its codelets; simulations run in the DTNN_SIMGRID build "
                           "(scripts/setup.sh test builds it in build-simgrid: build-simgrid/bin/dtnn simulate ...)");
   }
-  if (std::getenv(kSimulationProcess) == nullptr) return prepare_simulation(a);
-  // The second process, a SimGrid actor: STARPU_HOME is the machine folder to simulate.
+  if (std::getenv(kSimulationProcess) == nullptr) return prepare_simulation(given);
+  // The second process, a SimGrid actor: STARPU_HOME is the machine folder to simulate (derived from --machine, whose
+  // calibrations the first process checked).
+  StepArgs a = given;
+  a.conv = simulated_conv(given, dtnn::runtime::read_machine_file(a.folder));
   const fs::path dir = a.folder;
   const bool gpu = a.device != "cpu";
   const StepOutcome out = run_step_args(a);
@@ -887,9 +913,12 @@ void add_step_options(CLI::App* app, StepArgs& a) {
   app->add_option("--priorities", a.priorities, "on: dtnn's task priorities; off: every task at 0")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
-  app->add_option("--conv", a.conv, "convolution algorithm: convgemm, im2col or winograd")
-      ->check(CLI::IsMember({"convgemm", "im2col", "winograd"}))
-      ->capture_default_str();
+  app->add_option("--conv", a.conv,
+                  fmt::format("convolution algorithm: convgemm, im2col or winograd (calibrate: default {}; simulate: "
+                              "default the one the machine folder was calibrated with for this model, batch, tiles and "
+                              "fusion, {} where it has several)",
+                              kDefaultConv, kDefaultConv))
+      ->check(CLI::IsMember({"convgemm", "im2col", "winograd"}));
   app->add_option("--fusion", a.fusion, "on or off (see dtnn train --help)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
@@ -1189,7 +1218,10 @@ int dtnn_main(int argc, char** argv) {
     if (*schedulers) return run_schedulers();
     if (*summary) return run_summary(summary_model);
     if (*convert) return run_convert(convert_dataset, convert_dir, convert_output);
-    if (*calibrate) return run_calibrate(cal);
+    if (*calibrate) {
+      if (cal.conv.empty()) cal.conv = kDefaultConv;
+      return run_calibrate(cal);
+    }
     if (*simulate) return run_simulate(sim);
   } catch (const InvalidArgument& err) {
     fmt::print(stderr, "dtnn: error: {}\n", err.what());
