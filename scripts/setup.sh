@@ -11,6 +11,9 @@
 # prefix outside the clone by scripts/build_starpu.sh (up to 256 CPU workers, FxT, MPI, CUDA where nvcc is at
 # $CUDA_HOME, default /usr/local/cuda), reused while its version and options are unchanged. Every
 # configuration below (CPU, CUDA, sanitizers) shares that one build; binaries load it through their RPATH.
+# `train`, `build` and `bench` on a machine without a GPU build it without CUDA: a CUDA StarPU links cudart,
+# cuBLAS and cuSPARSE, which every process then loads (~190 MiB resident, docs/design.md), GPU or not. `test`
+# keeps the CUDA one wherever nvcc exists, for build-cuda.
 # CUDA: with DTNN_CUDA=1, or when a GPU is present (DTNN_CUDA=auto, the default) and nvcc exists, dtnn is
 # configured with its CUDA codelets. DTNN_CUDA=0 never does (and its StarPU has no CUDA). `test` also builds the
 # CUDA configuration in build-cuda wherever nvcc exists, GPU or not, and runs its CUDA tests (they skip without
@@ -82,7 +85,9 @@ if [ "$cuda_mode" = 1 ] || { [ "$cuda_mode" = auto ] && [ "$have_gpu" = 1 ] && [
 fi
 
 starpu_options=()
-[ "$cuda_mode" = 0 ] && starpu_options+=(--cuda off)
+if [ "$cuda_mode" = 0 ] || { [ "$use_cuda" = 0 ] && [ "$action" != test ]; }; then
+  starpu_options+=(--cuda off)
+fi
 starpu_prefix="$(bash "$here/scripts/build_starpu.sh" "${starpu_options[@]}" | tail -n 1)"
 
 # Configures and builds dtnn in $1 against our StarPU (further CMake options after it; DTNN_TARGET: build only
