@@ -8,10 +8,12 @@ MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
                             [--out bench/results/simulation_study] [--scaling] [--gpu] [--gpu-scaling]
                             [--resimulate]
 
-Per model and per number of busy cores (1, 2): an untimed calibration, then `build/bin/dtnn calibrate` (lws) into
-OUT/machines/<model>-w<busy>; then, alternating the configurations within each of --reps rounds, `dtnn train` on
+Per model, in each of --reps rounds: per number of busy cores (1, 2) an untimed calibration, then `build/bin/dtnn
+calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>; then, alternating the configurations, `dtnn train` on
 synthetic data (median step time of the second half of the steps, from the report's step_seconds) and
-`build-simgrid/bin/dtnn simulate` on the calibration with as many busy cores (ranks x workers). The ranks'
+`build-simgrid/bin/dtnn simulate` on that round's calibration with as many busy cores (ranks x workers). A row's
+error is the median of its rounds' errors. (Rows of earlier runs, one calibration OUT/machines/<model>-w<busy> for
+all rounds, are kept and re-predicted by --resimulate as they were.) The ranks'
 network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
 --lock takes /work/locks/quiet.lock around every timed command (calibration, real runs), one at a time.
 Writes OUT.json and OUT.md.
@@ -223,6 +225,35 @@ def gpu_scaling(a):
     print(f"wrote {a.out}_gpu_scaling.json and .md")
 
 
+def calibrate(model, busy, rep, machines, a):
+    """Round rep's calibration with `busy` workers (lws) into machines/<model>-w<busy>-r<rep>, after an untimed
+    one: on this VM the first second of work after a pause runs up to 40% slower (simplecnn, 1 worker: a
+    calibration of 0.85 s measured 29.5 ms a step, the next one 20.9 ms), and a calibration that short would keep
+    the cold durations in its models."""
+    batch, tiles, cal_steps, _ = SETUP[model]
+    machine = os.path.join(machines, f"{model}-w{busy}-r{rep}")
+    run(["rm", "-rf", machine])
+    args = ["--batch-size", str(batch), "--tiles", str(tiles), "--workers", str(busy), "--steps", str(cal_steps)]
+    with tempfile.TemporaryDirectory() as cold:
+        run(locked([REAL, "calibrate", "--model", model, "--out", os.path.join(cold, "m"), *args], a.lock))
+    print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, *args], a.lock)), flush=True)
+    return machine
+
+
+def row(model, c, batch, tiles, measured, predicted, utilisation):
+    """A validation row: per round, the measured and the predicted step; the row's error is the median of the
+    rounds' errors (each round against its own calibration)."""
+    errors = [p / m - 1.0 for p, m in zip(predicted, measured)]
+    r = {"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
+         "calibration_workers": c[0] * c[2], "tiles": tiles, "measured_ms": statistics.median(measured),
+         "measured_runs_ms": measured, "predicted_ms": statistics.median(predicted), "predicted_runs_ms": predicted,
+         "errors": errors, "error": statistics.median(errors), "predicted_utilisation": utilisation}
+    print(f"{model:18} {c[2]}x{c[0]} {c[1]:6} measured {r['measured_ms']:8.1f} ms  predicted "
+          f"{r['predicted_ms']:8.1f} ms  error {100 * r['error']:+6.1f}% (rounds: "
+          f"{', '.join(f'{100 * e:+.1f}%' for e in errors)})", flush=True)
+    return r
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="simplecnn,resnet18_cifar10,vgg16_cifar10")
@@ -260,42 +291,28 @@ def main():
     print(f"network (MPI_Allreduce, 2 ranks here): {net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us",
           flush=True)
     for model in models:
-        batch, tiles, cal_steps, _ = SETUP[model]
+        batch, tiles, _, _ = SETUP[model]
         # One calibration per number of busy cores: a task takes longer while the other core works too (memory
         # bandwidth, shared cache, clocks; simplecnn's tasks 17% longer with 2 workers than with 1), so a
         # configuration is simulated with the models of a run that kept as many cores busy (ranks x workers).
-        machine_of = {}
-        for busy in (1, 2):
-            machine = os.path.join(machines, f"{model}-w{busy}")
-            machine_of[busy] = machine
-            run(["rm", "-rf", machine])
-            # An untimed run first: on this VM the first second of work after a pause runs up to 40% slower
-            # (simplecnn, 1 worker: a calibration of 0.85 s measured 29.5 ms a step, the next one 20.9 ms), and a
-            # calibration that short would keep the cold durations in its models.
-            with tempfile.TemporaryDirectory() as cold:
-                run(locked([REAL, "calibrate", "--model", model, "--out", os.path.join(cold, "m"), "--batch-size",
-                            str(batch), "--tiles", str(tiles), "--workers", str(busy), "--steps", str(cal_steps)],
-                           a.lock))
-            print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, "--batch-size", str(batch),
-                              "--tiles", str(tiles), "--workers", str(busy), "--steps", str(cal_steps)], a.lock)),
-                  flush=True)
+        # And one per round: this VM's speed drifts by up to 30% over minutes (simplecnn's single-worker step
+        # measured 21-22 ms in one round and 28-29 in another, docs/simulation.md), so each round's runs are
+        # predicted from the calibrations taken just before them; a row's error is the median of its rounds'.
         configs = [(w, s, 1) for w, s in CONFIGS] + [(1, "lws", 2)]
         measured = {c: [] for c in configs}
+        predicted = {c: [] for c in configs}
+        utilisation = {c: [] for c in configs}
         for rep in range(a.reps):
+            machine_of = {busy: calibrate(model, busy, rep, machines, a) for busy in (1, 2)}
             for c in (configs if rep % 2 == 0 else list(reversed(configs))):
                 measured[c].append(measure(model, c[0], c[1], c[2], a))
                 print(f"  {model} {c}: {measured[c][-1]:.1f} ms", flush=True)
+            for c in configs:
+                doc = simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2], net)
+                predicted[c].append(doc["step_ms"])
+                utilisation[c].append([w["utilisation"] for w in doc["worker_use"]])
         for c in configs:
-            doc = simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2], net)
-            real = statistics.median(measured[c])
-            pred = doc["step_ms"]
-            rows.append({"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
-                         "calibration_workers": c[0] * c[2],
-                         "tiles": tiles, "measured_ms": real, "measured_runs_ms": measured[c],
-                         "predicted_ms": pred, "error": pred / real - 1.0,
-                         "predicted_utilisation": [w["utilisation"] for w in doc["worker_use"]]})
-            print(f"{model:18} {c[2]}x{c[0]} {c[1]:6} measured {real:8.1f} ms  predicted {pred:8.1f} ms  "
-                  f"error {100 * (pred / real - 1):+6.1f}%", flush=True)
+            rows.append(row(model, c, batch, tiles, measured[c], predicted[c], utilisation[c]))
     # Rows of the models not run this time are kept from an earlier run.
     if os.path.exists(a.out + ".json"):
         with open(a.out + ".json") as f:
@@ -310,9 +327,19 @@ def resimulate(a):
         doc = json.load(f)
     machines = os.path.join(os.path.dirname(a.out), "machines")
     for r in doc["rows"]:
+        before = r["predicted_ms"]
+        if "predicted_runs_ms" in r:  # one calibration per round
+            sims = [simulate(r["model"], os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}"),
+                             r["workers"], r["scheduler"], r["ranks"], doc["network"])
+                    for k in range(len(r["measured_runs_ms"]))]
+            new = row(r["model"], (r["workers"], r["scheduler"], r["ranks"]), r["batch"], r["tiles"],
+                      r["measured_runs_ms"], [x["step_ms"] for x in sims],
+                      [[w["utilisation"] for w in x["worker_use"]] for x in sims])
+            r.clear()
+            r.update(new)
+            continue
         machine = os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}")
         sim = simulate(r["model"], machine, r["workers"], r["scheduler"], r["ranks"], doc["network"])
-        before = r["predicted_ms"]
         r["predicted_ms"] = sim["step_ms"]
         r["error"] = sim["step_ms"] / r["measured_ms"] - 1.0
         r["predicted_utilisation"] = [w["utilisation"] for w in sim["worker_use"]]
@@ -329,11 +356,12 @@ def write_validation(a, cpu, net, rows):
         f.write(f"CPU: {', '.join(x for x in cpu if x)}; network of the ranks (MPI_Allreduce here, fitted): "
                 f"{net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us\n\n")
         f.write("| model | batch | ranks x workers | scheduler | measured ms (median) | runs | predicted ms | "
-                "error |\n|---|---|---|---|---|---|---|---|\n")
+                "error | error per round |\n|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
+            rounds = ", ".join(f"{100 * e:+.1f}%" for e in r.get("errors", []))
             f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
                     f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
-                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% |\n")
+                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {rounds} |\n")
     print(f"wrote {a.out}.json and .md")
 
 
