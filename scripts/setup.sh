@@ -88,7 +88,11 @@ starpu_options=()
 if [ "$cuda_mode" = 0 ] || { [ "$use_cuda" = 0 ] && [ "$action" != test ]; }; then
   starpu_options+=(--cuda off)
 fi
-starpu_prefix="$(bash "$here/scripts/build_starpu.sh" "${starpu_options[@]}" | tail -n 1)"
+starpu_prefix=""
+# `simgrid` needs only the SimGrid StarPU (simgrid_config).
+if [ "$action" != simgrid ]; then
+  starpu_prefix="$(bash "$here/scripts/build_starpu.sh" "${starpu_options[@]}" | tail -n 1)"
+fi
 
 # Configures and builds dtnn in $1 against our StarPU (further CMake options after it; DTNN_TARGET: build only
 # that target), then checks that its program loads that StarPU.
