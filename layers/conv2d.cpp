@@ -69,8 +69,10 @@ std::string Conv2d::describe() const {
 
 std::string Conv2d::algorithm() const {
   if (options_.variant_ == ConvVariant::kWinograd) {
-    // The layers Winograd does not serve say so: "winograd: convgemm".
-    return algorithm_ == codelets::ConvAlgorithm::kWinograd ? "winograd" : "winograd: convgemm";
+    // The layers Winograd does not serve say so: "winograd: convgemm"; those it serves from some batch on, which.
+    if (algorithm_ != codelets::ConvAlgorithm::kWinograd) return "winograd: convgemm";
+    return winograd_min_batch_ > 1 ? fmt::format("winograd ({}+ samples/tile)", winograd_min_batch_)
+                                   : std::string("winograd");
   }
   if (options_.variant_ != ConvVariant::kAuto) return to_string(options_.variant_);
   return decided_ ? fmt::format("auto: {}", codelets::to_string(algorithm_)) : std::string("auto");
@@ -84,14 +86,19 @@ void Conv2d::set_variant(ConvVariant v) {
 }
 
 void Conv2d::choose_winograd() {
-  // The geometry is known once the layer is built; the batch size does not change whether Winograd serves it.
+  // The geometry is known once the layer is built; a tile's samples decide the rest (resolve).
   if (options_.variant_ == ConvVariant::kWinograd) {
-    algorithm_ = kernels::cpu::winograd_pays(shape_) ? codelets::ConvAlgorithm::kWinograd
-                                                     : codelets::ConvAlgorithm::kConvgemm;
+    winograd_min_batch_ = kernels::cpu::winograd_min_batch(shape_);
+    algorithm_ = winograd_min_batch_ > 0 ? codelets::ConvAlgorithm::kWinograd : codelets::ConvAlgorithm::kConvgemm;
   }
 }
 
-codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x) {
+codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x, int tile) {
+  // A Winograd layer's tiles of fewer samples than pay (their weight transform would cost more than it saves).
+  if (options_.variant_ == ConvVariant::kWinograd && algorithm_ == codelets::ConvAlgorithm::kWinograd &&
+      x.tile_range(tile).count < winograd_min_batch_) {
+    return codelets::ConvAlgorithm::kConvgemm;
+  }
   // Only tasks on CPU workers use the CPU algorithm: on GPUs alone (--device cuda) there is nothing to time.
   if (options_.variant_ == ConvVariant::kAuto && !decided_ && runtime::task_device() == runtime::Device::kCuda) {
     return algorithm_;
@@ -179,9 +186,8 @@ int Conv2d::fuse_relu() {
 
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
-  const codelets::ConvAlgorithm algorithm = resolve(x);
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_conv2d_fwd(tag, algorithm, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
+    codelets::submit_conv2d_fwd(tag, resolve(x, t), shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
                                 options_.relu_, y, t);
   }
 }
@@ -189,7 +195,6 @@ void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
 void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   const codelets::TaskTag data_tag{name(), ctx.priority + 1};
   const codelets::TaskTag weights_tag{name(), ctx.priority};
-  const codelets::ConvAlgorithm algorithm = resolve(x);
   const Tensor* g = &dy;
   if (options_.relu_) {
     // The fused ReLU's backward: the gradient of the convolution's output is dy where y > 0.
@@ -199,11 +204,11 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   }
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_conv2d_bwd_data(data_tag, algorithm, shape_, *g, weight_->value, *dx, t);
+      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t), shape_, *g, weight_->value, *dx, t);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_conv2d_bwd_weights(weights_tag, algorithm, shape_, x, *g, weight_->tile_grads,
+    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t), shape_, x, *g, weight_->tile_grads,
                                         bias_ ? &bias_->tile_grads : nullptr, t);
   }
   submit_gradient_sums(dy.tiles(), ctx);

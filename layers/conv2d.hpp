@@ -71,8 +71,10 @@ class Conv2d : public Layer {
   [[nodiscard]] Parameter* bias() { return bias_; }
 
  private:
-  codelets::ConvAlgorithm resolve(const Tensor& x);
-  // Under the winograd variant: Winograd where it serves the geometry, convgemm elsewhere.
+  // The algorithm of tile `tile`'s tasks.
+  codelets::ConvAlgorithm resolve(const Tensor& x, int tile);
+  // Under the winograd variant: Winograd where it serves the geometry (from winograd_min_batch_ samples a tile),
+  // convgemm elsewhere.
   void choose_winograd();
 
   Conv2dOptions options_;
@@ -81,6 +83,7 @@ class Conv2d : public Layer {
   Parameter* bias_ = nullptr;
   int decided_ = 0;  // an auto layer has measured
   codelets::ConvAlgorithm algorithm_ = codelets::ConvAlgorithm::kConvgemm;
+  int winograd_min_batch_ = 0;  // kernels::cpu::winograd_min_batch of the geometry
 };
 
 }  // namespace dtnn

@@ -85,6 +85,9 @@ constexpr std::size_t kChunkFloats = std::size_t{1} << 18;
 // Where the weights go in blocks, a chunk takes every tile of the call up to 8 MiB of transformed input, so that
 // each block is transformed once (512->512 @4, 256 tiles in two chunks: 0.9x of one).
 constexpr std::size_t kBlockedInputFloats = std::size_t{1} << 21;
+// The fewest output tiles a call needs for Winograd to pay (winograd_pays): the weight transform costs the same for
+// any batch (16 c k floats written, 9 c k read), and below this it outweighs the GEMMs it saves.
+constexpr int kMinTiles = 32;
 
 }  // namespace
 
@@ -123,8 +126,15 @@ bool winograd_fits(const Conv2dShape& sh) {
          pad_ok(sh.pad_right) && sh.out_h() > 0 && sh.out_w() > 0;
 }
 
+int winograd_min_batch(const Conv2dShape& sh) {
+  if (!winograd_fits(sh) || sh.c < 16 || sh.k < 16 || sh.out_h() < 2 || sh.out_w() < 2) return 0;
+  const int per_sample = ((sh.out_h() + 1) / 2) * ((sh.out_w() + 1) / 2);
+  return (kMinTiles + per_sample - 1) / per_sample;
+}
+
 bool winograd_pays(const Conv2dShape& sh) {
-  return winograd_fits(sh) && sh.c >= 16 && sh.k >= 16 && sh.out_h() >= 2 && sh.out_w() >= 2;
+  const int min_batch = winograd_min_batch(sh);
+  return min_batch > 0 && sh.n >= min_batch;
 }
 
 void conv2d_fwd_winograd(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {

@@ -27,12 +27,17 @@ namespace dtnn::kernels::cpu {
 // padding at most 2 (backward-data needs 2 - pad >= 0), and AVX-512 or AVX2 + FMA for the micro-kernels.
 bool winograd_fits(const Conv2dShape& sh);
 
-// Whether it also pays, as measured against convgemm (docs/design.md, Convolution; bench/conv_layers): at least 16
-// input and 16 output channels (3 input channels ran at 0.77x convgemm forward and 3 output channels at 0.48x
-// backward-data: the GEMMs' reductions and panels are then mostly padding) and an output plane of at least 2x2
-// (one whole tile per sample: 512 channels at 2x2 ran at 1.2-1.3x; a 1x1 plane would use a quarter of each tile).
-// The winograd variant of a layer uses it where this holds and convgemm elsewhere.
+// Whether it also pays for sh.n samples, as measured against convgemm (docs/design.md, Convolution;
+// bench/conv_layers): at least 16 input and 16 output channels (3 input channels ran at 0.77x convgemm forward and
+// 3 output channels at 0.48x backward-data: the GEMMs' reductions and panels are then mostly padding), an output
+// plane of at least 2x2 (one whole tile per sample; a 1x1 plane would use a quarter of each tile), and at least
+// winograd_min_batch samples. The winograd variant of a layer uses it for the tiles where this holds and convgemm
+// for the others.
 bool winograd_pays(const Conv2dShape& sh);
+// The fewest samples (sh.n aside) for which winograd_pays holds: enough for 32 output tiles of 2x2, below which the
+// weight transform, the same for any batch, costs more than the GEMMs save (512 -> 512 channels on a 2x2 plane:
+// 1.2-1.3x convgemm at 32 samples, below 1x at 16); 0 where no batch pays.
+int winograd_min_batch(const Conv2dShape& sh);
 
 // y = conv(x, w) + b, then ReLU when relu != 0; b nullable.
 void conv2d_fwd_winograd(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y);

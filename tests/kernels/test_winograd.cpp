@@ -202,6 +202,29 @@ TEST(WinogradKernelTest, ServesOnly3x3Stride1UngroupedShapes) {
   EXPECT_FALSE(winograd_fits(conv_shape(1, 4, 8, 8, 4, 3, 3, 1, 1, 3, 3, 3, 3, 1, 1, 1))) << "padding 3";
 }
 
+// It pays from 32 output tiles of 2x2 a call: the weight transform costs the same for any batch.
+TEST(WinogradKernelTest, PaysFromThirtyTwoOutputTilesACall) {
+  if (winograd_ukernels().empty()) GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA";
+  //                                   n   c  h  w   k  r  s sh sw pt pb pl pr dh dw g
+  const Conv2dShape plane2 = conv_shape(1, 512, 2, 2, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);  // 1 tile a sample
+  const Conv2dShape plane4 = conv_shape(1, 512, 4, 4, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);  // 4
+  const Conv2dShape plane5 = conv_shape(1, 64, 5, 5, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);    // 9 (edge tiles)
+  const Conv2dShape plane16 = conv_shape(1, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1); // 64
+  EXPECT_EQ(winograd_min_batch(plane2), 32);
+  EXPECT_EQ(winograd_min_batch(plane4), 8);
+  EXPECT_EQ(winograd_min_batch(plane5), 4);
+  EXPECT_EQ(winograd_min_batch(plane16), 1);
+  EXPECT_EQ(winograd_min_batch(conv_shape(1, 3, 16, 16, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)), 0) << "3 channels";
+  EXPECT_EQ(winograd_min_batch(conv_shape(1, 64, 1, 1, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)), 0) << "1x1 plane";
+  for (const auto& [sh, min] : {std::pair{plane2, 32}, std::pair{plane4, 8}}) {
+    Conv2dShape s = sh;
+    s.n = min - 1;
+    EXPECT_FALSE(winograd_pays(s)) << s.n << " samples at " << s.h << "x" << s.w;
+    s.n = min;
+    EXPECT_TRUE(winograd_pays(s)) << s.n << " samples at " << s.h << "x" << s.w;
+  }
+}
+
 TEST(WinogradKernelTest, SelectionIsTheWidestInstructionSet) {
   const auto runs = winograd_ukernels();
   if (cpu_has_avx512()) {
@@ -225,7 +248,8 @@ TEST(WinogradKernelTest, UnknownMicroKernelIsRejectedWithTheKnownOnes) {
   }
 }
 
-// Working memory is the transformed weights (or a block of them) and one chunk: it stops growing with the batch once a chunk is full.
+// Working memory is the transformed weights (or a block of them) and one chunk: it stops growing with the batch
+// once a chunk is full.
 TEST(WinogradKernelTest, WorkspaceIsBoundedWhateverTheBatch) {
   if (winograd_ukernels().empty()) {
     GTEST_SKIP() << "this CPU has neither AVX-512 nor AVX2 + FMA";

@@ -98,16 +98,24 @@ TEST(Conv2dTest, AutoReportsTheAlgorithmItChose) {
   EXPECT_THROW(parse_conv_variant("fft", "--conv"), InvalidArgument);
 }
 
-// Winograd where it pays (3x3 stride 1, 16+ channels in and out, a 2x2 output plane or larger), convgemm elsewhere,
-// and the summary says which.
+// Winograd where it pays (3x3 stride 1, 16+ channels in and out, a 2x2 output plane or larger, 32 output tiles a
+// task), convgemm elsewhere, and the summary says which.
 TEST(Conv2dTest, WinogradVariantMatchesNumericalGradientAndNamesTheLayersItLeaves) {
   // Without the fused ReLU: 256 pre-activations near zero would put kinks inside the finite differences (the
-  // kernel tests check the ReLU epilogue).
+  // kernel tests check the ReLU epilogue). 36 tiles a sample: Winograd from one sample a tile.
   Conv2d wide(Conv2dOptions(16, 16, 3).padding(1).variant(ConvVariant::kWinograd));
-  check_layer_gradients(wide, {16, 4, 4});
-  const bool served = kernels::cpu::winograd_pays(wide.geometry());
+  check_layer_gradients(wide, {16, 12, 12});
+  const bool served = kernels::cpu::winograd_min_batch(wide.geometry()) > 0;
   EXPECT_EQ(served, cpu_has_avx2_fma()) << "Winograd runs on AVX2 or AVX-512 CPUs";
   EXPECT_NE(wide.describe().find(served ? "winograd" : "winograd: convgemm"), std::string::npos) << wide.describe();
+  EXPECT_EQ(wide.describe().find("samples/tile"), std::string::npos) << wide.describe();
+  // 4 tiles a sample: Winograd from 8 samples a tile; batch 15 in 2 tiles runs one tile of 8 samples with it and
+  // one of 7 with convgemm.
+  Conv2d small(Conv2dOptions(16, 16, 3).padding(1).variant(ConvVariant::kWinograd));
+  check_layer_gradients(small, {16, 4, 4}, GradCheckOptions{.batch = 15, .tiles = 2});
+  if (served) {
+    EXPECT_NE(small.describe().find("winograd (8+ samples/tile)"), std::string::npos) << small.describe();
+  }
 
   Conv2d narrow(Conv2dOptions(3, 16, 3).padding(1).variant(ConvVariant::kWinograd));
   check_layer_gradients(narrow, {3, 5, 5});
@@ -121,10 +129,8 @@ TEST(Conv2dTest, WinogradVariantMatchesNumericalGradientAndNamesTheLayersItLeave
   EXPECT_NE(pixel.describe().find("winograd: convgemm"), std::string::npos) << pixel.describe();
   Conv2d tile(Conv2dOptions(16, 16, 3).padding(1).variant(ConvVariant::kWinograd));
   tile.build({16, 2, 2});
-  EXPECT_NE(tile.describe().find(served ? "winograd" : "winograd: convgemm"), std::string::npos) << tile.describe();
-  if (served) {
-    EXPECT_EQ(tile.describe().find("winograd: convgemm"), std::string::npos) << tile.describe();
-  }
+  EXPECT_NE(tile.describe().find(served ? "winograd (32+ samples/tile)" : "winograd: convgemm"), std::string::npos)
+      << tile.describe();
 }
 
 TEST(Conv2dTest, OutputShapeFollowsTheFormula) {
