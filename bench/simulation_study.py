@@ -77,9 +77,17 @@ def run_simulation(args, ranks=1, net=None):
         if ranks > 1:
             cmd += ["--ranks", str(ranks), "--link-gbps", str(net["link_gbps"]), "--link-latency-us",
                     str(net["link_latency_us"])]
+            if net.get("sums_on_cores"):
+                cmd += ["--sums-on-cores"]
         run(cmd)
         with open(report.name) as f:
             return json.load(f)
+
+
+def validation_network(net):
+    """The validation's ranks exchange through shared memory on this machine's cores: each sum is CPU time of
+    the rank's cores (dtnn simulate --sums-on-cores), on the link fitted by allreduce_cost."""
+    return dict(net, sums_on_cores=True)
 
 
 def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
@@ -240,17 +248,26 @@ def calibrate(model, busy, rep, machines, a):
     return machine
 
 
-def row(model, c, batch, tiles, measured, predicted, utilisation):
-    """A validation row: per round, the measured and the predicted step; the row's error is the median of the
-    rounds' errors (each round against its own calibration)."""
+# The second prediction of each validation row: task durations drawn around their models' means with the
+# calibration's own deviations (dtnn simulate --scatter), as real durations scatter.
+SCATTER = ("--scatter", "--seed", "1")
+
+
+def row(model, c, batch, tiles, measured, predicted, utilisation, scattered):
+    """A validation row: per round, the measured and the predicted step (durations at their means, and scattered);
+    the row's errors are the medians of the rounds' (each round against its own calibration)."""
     errors = [p / m - 1.0 for p, m in zip(predicted, measured)]
+    scatter_errors = [p / m - 1.0 for p, m in zip(scattered, measured)]
     r = {"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
          "calibration_workers": c[0] * c[2], "tiles": tiles, "measured_ms": statistics.median(measured),
          "measured_runs_ms": measured, "predicted_ms": statistics.median(predicted), "predicted_runs_ms": predicted,
-         "errors": errors, "error": statistics.median(errors), "predicted_utilisation": utilisation}
+         "errors": errors, "error": statistics.median(errors), "predicted_utilisation": utilisation,
+         "predicted_scatter_ms": statistics.median(scattered), "predicted_scatter_runs_ms": scattered,
+         "scatter_errors": scatter_errors, "scatter_error": statistics.median(scatter_errors)}
     print(f"{model:18} {c[2]}x{c[0]} {c[1]:6} measured {r['measured_ms']:8.1f} ms  predicted "
           f"{r['predicted_ms']:8.1f} ms  error {100 * r['error']:+6.1f}% (rounds: "
-          f"{', '.join(f'{100 * e:+.1f}%' for e in errors)})", flush=True)
+          f"{', '.join(f'{100 * e:+.1f}%' for e in errors)}); scattered {r['predicted_scatter_ms']:8.1f} ms "
+          f"error {100 * r['scatter_error']:+6.1f}%", flush=True)
     return r
 
 
@@ -301,6 +318,7 @@ def main():
         configs = [(w, s, 1) for w, s in CONFIGS] + [(1, "lws", 2)]
         measured = {c: [] for c in configs}
         predicted = {c: [] for c in configs}
+        scattered = {c: [] for c in configs}
         utilisation = {c: [] for c in configs}
         for rep in range(a.reps):
             machine_of = {busy: calibrate(model, busy, rep, machines, a) for busy in (1, 2)}
@@ -308,11 +326,13 @@ def main():
                 measured[c].append(measure(model, c[0], c[1], c[2], a))
                 print(f"  {model} {c}: {measured[c][-1]:.1f} ms", flush=True)
             for c in configs:
-                doc = simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2], net)
+                doc = simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2], validation_network(net))
                 predicted[c].append(doc["step_ms"])
+                scattered[c].append(simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2],
+                                             validation_network(net), SCATTER)["step_ms"])
                 utilisation[c].append([w["utilisation"] for w in doc["worker_use"]])
         for c in configs:
-            rows.append(row(model, c, batch, tiles, measured[c], predicted[c], utilisation[c]))
+            rows.append(row(model, c, batch, tiles, measured[c], predicted[c], utilisation[c], scattered[c]))
     # Rows of the models not run this time are kept from an earlier run.
     if os.path.exists(a.out + ".json"):
         with open(a.out + ".json") as f:
@@ -329,12 +349,15 @@ def resimulate(a):
     for r in doc["rows"]:
         before = r["predicted_ms"]
         if "predicted_runs_ms" in r:  # one calibration per round
-            sims = [simulate(r["model"], os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}"),
-                             r["workers"], r["scheduler"], r["ranks"], doc["network"])
-                    for k in range(len(r["measured_runs_ms"]))]
+            folders = [os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}")
+                       for k in range(len(r["measured_runs_ms"]))]
+            net = validation_network(doc["network"])
+            sims = [simulate(r["model"], m, r["workers"], r["scheduler"], r["ranks"], net) for m in folders]
+            scattered = [simulate(r["model"], m, r["workers"], r["scheduler"], r["ranks"], net, SCATTER)["step_ms"]
+                         for m in folders]
             new = row(r["model"], (r["workers"], r["scheduler"], r["ranks"]), r["batch"], r["tiles"],
                       r["measured_runs_ms"], [x["step_ms"] for x in sims],
-                      [[w["utilisation"] for w in x["worker_use"]] for x in sims])
+                      [[w["utilisation"] for w in x["worker_use"]] for x in sims], scattered)
             r.clear()
             r.update(new)
             continue
@@ -356,12 +379,16 @@ def write_validation(a, cpu, net, rows):
         f.write(f"CPU: {', '.join(x for x in cpu if x)}; network of the ranks (MPI_Allreduce here, fitted): "
                 f"{net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us\n\n")
         f.write("| model | batch | ranks x workers | scheduler | measured ms (median) | runs | predicted ms | "
-                "error | error per round |\n|---|---|---|---|---|---|---|---|---|\n")
+                "error | error per round | predicted, scattered | error | error per round |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             rounds = ", ".join(f"{100 * e:+.1f}%" for e in r.get("errors", []))
+            scatter = (f"{r['predicted_scatter_ms']:.1f} | {100 * r['scatter_error']:+.1f}% | "
+                       f"{', '.join(f'{100 * e:+.1f}%' for e in r['scatter_errors'])}"
+                       if "scatter_error" in r else " | | ")
             f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
                     f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
-                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {rounds} |\n")
+                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {rounds} | {scatter} |\n")
     print(f"wrote {a.out}.json and .md")
 
 

@@ -553,6 +553,7 @@ struct StepArgs {
   int ranks = 1;       // simulate: data-parallel ranks on a simulated network
   double link_gbps = 100.0;
   double link_latency_us = 2.0;
+  bool sums_on_cores = false;  // simulate: each gradient sum occupies a CPU worker for its time
   double bucket_mb = 25.0;
   int tail_buckets = 1;
   int cpus = 0;            // simulate: CPU cores of the target (0: the calibrated machine's)
@@ -624,6 +625,7 @@ StepOutcome run_step_args(const StepArgs& a) {
     if (first_gpu >= 0) net.node = static_cast<int>(starpu_worker_get_memory_node(static_cast<unsigned>(first_gpu)));
     net.bandwidth_bytes_per_s = a.link_gbps * 1e9 / 8.0;
     net.latency_s = a.link_latency_us * 1e-6;
+    net.on_cores = a.sums_on_cores ? 1 : 0;
     network = std::make_unique<dtnn::runtime::SimulatedNetwork>(net);
     dtnn::DataParallel dp;
     dp.communicator = network.get();
@@ -776,6 +778,11 @@ int prepare_simulation(const StepArgs& given) {
     throw InvalidArgument(fmt::format("--device {}, expected cpu, cuda or all", a.device));
   }
   const bool gpu = a.device != "cpu";
+  if (a.sums_on_cores && (a.ranks < 2 || gpu)) {
+    throw InvalidArgument(fmt::format("--sums-on-cores with --ranks {} and --device {}: the gradient sums of CPU "
+                                      "ranks, expected --ranks 2 or more and --device cpu",
+                                      a.ranks, a.device));
+  }
   const int calibrated_gpus = dtnn::runtime::machine_gpus(dir);
   if (gpu && calibrated_gpus == 0) {
     throw InvalidArgument(fmt::format("--device {}: machine folder '{}' has no GPU, expected one calibrated with "
@@ -858,8 +865,9 @@ int prepare_simulation(const StepArgs& given) {
   }
   if (a.ranks > 1) {
     fmt::print("{} data-parallel ranks: this rank's graph, each gradient bucket's allreduce timed as a ring over "
-               "links of {} Gb/s and {} us (no byte moves)\n",
-               a.ranks, a.link_gbps, a.link_latency_us);
+               "links of {} Gb/s and {} us (no byte moves){}\n",
+               a.ranks, a.link_gbps, a.link_latency_us,
+               a.sums_on_cores ? ", spent on this rank's CPU workers (--sums-on-cores)" : "");
   }
   return run_simulation_process();
 }
@@ -895,6 +903,7 @@ int run_simulate(const StepArgs& given) {
     doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}, {"gpus", gpu ? out.cuda_workers : 0},
                      {"gpu_speed", gpu ? a.gpu_speed : 1.0}};
     doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
+                      {"sums_on_cores", a.sums_on_cores},
                       {"bucket_mb", a.bucket_mb}, {"allreduces", out.allreduces},
                       {"allreduce_ms_per_step", per_step_ms}};
     dtnn::runtime::write_text_file(a.report, doc.dump(2) + "\n", "report");
@@ -1194,6 +1203,10 @@ int dtnn_main(int argc, char** argv) {
   simulate->add_option("--link-latency-us", sim.link_latency_us, "latency of a message between two nodes, us")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  simulate->add_flag("--sums-on-cores", sim.sums_on_cores,
+                     "each gradient sum is a task on one of the rank's CPU workers for the network model's time "
+                     "(ranks through shared memory or TCP, where the cores copy and add the bytes), not a network "
+                     "beside them (RDMA, NCCL)");
   simulate->add_option("--bucket-mb", sim.bucket_mb, "size of a gradient bucket for the allreduce, MiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

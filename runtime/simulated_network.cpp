@@ -3,6 +3,9 @@
 
 #include <starpu.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
@@ -72,6 +75,49 @@ struct SimulatedNetwork::State {
   }
 };
 
+namespace {
+
+// A sum on the rank's cores: a CPU task whose simulated length is its cl_arg (seconds), by a cost-function model.
+struct CoreSum {
+  SimulatedNetwork::State* state;
+  double seconds;
+  std::string name;
+};
+
+double core_sum_us(starpu_task* task, unsigned /*nimpl*/) { return static_cast<CoreSum*>(task->cl_arg)->seconds * 1e6; }
+
+void core_sum_body(void** /*buffers*/, void* /*cl_arg*/) {
+  // Only simulations create these tasks, and there codelets do not run.
+  std::fputs("dtnn: a simulated gradient sum ran outside a simulation\n", stderr);
+  std::abort();
+}
+
+starpu_perfmodel& core_sum_model() {
+  static starpu_perfmodel m = [] {
+    starpu_perfmodel p{};
+    p.type = STARPU_COMMON;
+    p.cost_function = &core_sum_us;
+    p.symbol = "dtnn_simulated_sum";
+    return p;
+  }();
+  return m;
+}
+
+starpu_codelet& core_sum_codelet() {
+  static starpu_codelet cl = [] {
+    starpu_codelet c{};
+    c.where = STARPU_CPU;
+    c.cpu_funcs[0] = &core_sum_body;
+    c.nbuffers = STARPU_VARIABLE_NBUFFERS;
+    c.model = &core_sum_model();
+    c.name = "simulated_sum";
+    return c;
+  }();
+  return cl;
+}
+
+}  // namespace
+
 SimulatedNetwork::SimulatedNetwork(NetworkModel model) : model_(model), state_(std::make_unique<State>()) {
   if (model_.ranks < 2) {
     throw InvalidArgument(fmt::format("--ranks {}: a simulated network needs at least 2 ranks", model_.ranks));
@@ -109,6 +155,10 @@ void SimulatedNetwork::sum(const std::vector<Tensor*>& tensors, const std::strin
     bytes += static_cast<double>(t->numel()) * sizeof(float);
   }
   r->seconds = model_.allreduce_seconds(bytes);
+  if (model_.on_cores) {
+    sum_on_cores(std::move(r->handles), r->seconds, name);
+    return;
+  }
   State::Request* raw = r.get();
   STARPU_PTHREAD_MUTEX_LOCK(&state_->mutex);
   ++state_->pending;
@@ -118,6 +168,45 @@ void SimulatedNetwork::sum(const std::vector<Tensor*>& tensors, const std::strin
   const std::vector<starpu_data_handle_t> handles = raw->handles;
   for (starpu_data_handle_t h : handles) {
     starpu_data_acquire_on_node_cb(h, state_->node, STARPU_RW, &State::acquired, raw);
+  }
+}
+
+void SimulatedNetwork::sum_on_cores(std::vector<starpu_data_handle_t> handles, double seconds,
+                                    const std::string& name) {
+  STARPU_PTHREAD_MUTEX_LOCK(&state_->mutex);
+  ++state_->pending;
+  STARPU_PTHREAD_MUTEX_UNLOCK(&state_->mutex);
+  auto* arg = new CoreSum{state_.get(), seconds, "allreduce:" + name};
+  starpu_task* task = starpu_task_create();
+  task->cl = &core_sum_codelet();
+  // Every gradient of the bucket, read and written: the updates after the sum wait for it. StarPU frees the arrays
+  // with the task.
+  const std::size_t n = handles.size();
+  task->nbuffers = static_cast<int>(n);
+  task->dyn_handles = static_cast<starpu_data_handle_t*>(std::malloc(n * sizeof(starpu_data_handle_t)));
+  task->dyn_modes = static_cast<starpu_data_access_mode*>(std::malloc(n * sizeof(starpu_data_access_mode)));
+  for (std::size_t i = 0; i < n; ++i) {
+    task->dyn_handles[i] = handles[i];
+    task->dyn_modes[i] = STARPU_RW;
+  }
+  task->cl_arg = arg;
+  task->priority = STARPU_MAX_PRIO;
+  task->callback_func = [](void* p) {
+    std::unique_ptr<CoreSum> s(static_cast<CoreSum*>(p));
+    const double end = starpu_timing_now();
+    Tracer::record(s->name, -1, 0.0, end - s->seconds * 1e6, end);
+    STARPU_PTHREAD_MUTEX_LOCK(&s->state->mutex);
+    s->state->busy += s->seconds;
+    ++s->state->done;
+    --s->state->pending;
+    STARPU_PTHREAD_COND_BROADCAST(&s->state->cond);
+    STARPU_PTHREAD_MUTEX_UNLOCK(&s->state->mutex);
+  };
+  task->callback_arg = arg;
+  const int rc = starpu_task_submit(task);
+  if (rc != 0) {
+    delete arg;
+    throw InvalidArgument(fmt::format("{}: starpu_task_submit of its simulated sum returned {}", name, rc));
   }
 }
 

@@ -8,6 +8,9 @@
 // it. No byte moves and no tensor is read. NetworkModel is an alpha-beta ring allreduce over links of equal
 // bandwidth and latency (a flat switch or a full-bisection fat tree): 2 (P - 1) latencies plus
 // 2 (P - 1) / P of the bytes over the bandwidth.
+// With on_cores, a sum is instead a task on one of the rank's CPU workers that lasts that time (its performance
+// model is the network model, nothing to calibrate), at the highest priority: ranks that exchange through shared
+// memory or TCP spend the sum's time on their own cores (the cores copy and add the bytes), beside the workers.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,8 @@ struct NetworkModel {
   // Memory node whose copies of the gradients a sum acquires: the host's (STARPU_MAIN_RAM, MPI through host
   // memory) or a GPU's (NCCL on device buffers).
   int node = 0;
+  // 1: each sum occupies a CPU worker for its time (see above); 0: a network beside the cores (RDMA, NCCL).
+  int on_cores = 0;
   // Seconds of one allreduce of `bytes` (every rank's contribution) over the ranks.
   [[nodiscard]] double allreduce_seconds(double bytes) const;
 };
@@ -56,6 +61,8 @@ class SimulatedNetwork : public Collectives {
   struct State;
 
  private:
+  void sum_on_cores(std::vector<starpu_data_handle_t> handles, double seconds, const std::string& name);
+
   NetworkModel model_;
   std::unique_ptr<State> state_;
 };

@@ -142,6 +142,33 @@ TEST(SimulationTest, TargetMachinesScaleTheCalibratedTimes) {
   fs::remove_all(machine);
 }
 
+// --sums-on-cores: each gradient sum is a task on one of the rank's CPU workers. With one worker, everything a step
+// does is then on it: the one-rank step plus the network's time, where the network beside the cores hides some.
+TEST(SimulationTest, SumsOnCoresOccupyTheRanksWorkers) {
+  const fs::path machine = machine_copy("cores");
+  const std::string net = "--workers 1 --ranks 2 --link-gbps 1 --link-latency-us 50 --bucket-mb 0.25";
+  const double one = simulated_step_ms(machine, "--workers 1");
+  const fs::path report = temp_path("cores.json");
+  const CliRun r = dtnn(kRun + "--machine " + machine.string() + " --report " + report.string() + " " + net +
+                        " --sums-on-cores");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("spent on this rank's CPU workers"), std::string::npos) << r.output;
+  const nlohmann::json doc = read_json(report);
+  fs::remove(report);
+  EXPECT_TRUE(doc.at("network").at("sums_on_cores").get<bool>());
+  const double sums = doc.at("network").at("allreduce_ms_per_step");
+  const double on_cores = doc.at("step_ms");
+  EXPECT_GT(sums, 0.1 * one) << "a slow network, so that the sums weigh";
+  EXPECT_NEAR(on_cores, one + sums, 0.05 * (one + sums));
+  const double beside = simulated_step_ms(machine, net);
+  EXPECT_LT(beside, on_cores - 0.3 * sums) << "beside the cores, the sums overlap the backward pass";
+
+  const CliRun single = dtnn(kRun + "--machine " + machine.string() + " --sums-on-cores");
+  EXPECT_EQ(single.status, 2) << single.output;
+  EXPECT_NE(single.output.find("--sums-on-cores with --ranks 1"), std::string::npos) << single.output;
+  fs::remove_all(machine);
+}
+
 // The CUDA workers of a report, and how many of them ran tasks.
 std::pair<int, int> cuda_workers(const nlohmann::json& report) {
   int n = 0, busy = 0;
