@@ -205,8 +205,13 @@ void SimulatedNetwork::sum_on_cores(std::vector<starpu_data_handle_t> handles, d
   task->callback_arg = arg;
   const int rc = starpu_task_submit(task);
   if (rc != 0) {
+    task->destroy = 0;
+    starpu_task_destroy(task);
     delete arg;
-    throw InvalidArgument(fmt::format("{}: starpu_task_submit of its simulated sum returned {}", name, rc));
+    STARPU_PTHREAD_MUTEX_LOCK(&state_->mutex);
+    --state_->pending;
+    STARPU_PTHREAD_MUTEX_UNLOCK(&state_->mutex);
+    throw RuntimeError(fmt::format("{}: starpu_task_submit of its simulated sum failed ({})", name, rc));
   }
 }
 

@@ -10,7 +10,8 @@
 // 2 (P - 1) / P of the bytes over the bandwidth.
 // With on_cores, a sum is instead a task on one of the rank's CPU workers that lasts that time (its performance
 // model is the network model, nothing to calibrate), at the highest priority: ranks that exchange through shared
-// memory or TCP spend the sum's time on their own cores (the cores copy and add the bytes), beside the workers.
+// memory or TCP spend the sum's time on their own cores (the cores copy and add the bytes), taking it from the
+// workers.
 #pragma once
 
 #include <cstdint>
