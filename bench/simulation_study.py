@@ -12,9 +12,7 @@ Per model, in each of --reps rounds: per number of busy cores (1, 2) an untimed 
 calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>; then, alternating the configurations, `dtnn train` on
 synthetic data (median step time of the second half of the steps, from the report's step_seconds) and
 `build-simgrid/bin/dtnn simulate` on that round's calibration with as many busy cores (ranks x workers). A row's
-error is the median of its rounds' errors. (Rows of earlier runs, one calibration OUT/machines/<model>-w<busy> for
-all rounds, are kept and re-predicted by --resimulate as they were.) The ranks'
-network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
+error is the median of its rounds' errors. The ranks' network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
 --lock takes /work/locks/quiet.lock around every timed command (calibration, real runs), one at a time.
 Writes OUT.json and OUT.md.
 """
@@ -88,6 +86,14 @@ def validation_network(net):
     """The validation's ranks exchange through shared memory on this machine's cores: each sum is CPU time of
     the rank's cores (dtnn simulate --sums-on-cores), on the link fitted by allreduce_cost."""
     return dict(net, sums_on_cores=True)
+
+
+def predict(model, machine, c, net):
+    """A validation configuration c = (workers, scheduler, ranks) simulated on one calibration: the report with
+    durations at their models' means, and the step with scattered durations (SCATTER)."""
+    net = validation_network(net)
+    doc = simulate(model, machine, c[0], c[1], c[2], net)
+    return doc, simulate(model, machine, c[0], c[1], c[2], net, SCATTER)["step_ms"]
 
 
 def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
@@ -326,10 +332,9 @@ def main():
                 measured[c].append(measure(model, c[0], c[1], c[2], a))
                 print(f"  {model} {c}: {measured[c][-1]:.1f} ms", flush=True)
             for c in configs:
-                doc = simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2], validation_network(net))
+                doc, scatter_ms = predict(model, machine_of[c[0] * c[2]], c, net)
                 predicted[c].append(doc["step_ms"])
-                scattered[c].append(simulate(model, machine_of[c[0] * c[2]], c[0], c[1], c[2],
-                                             validation_network(net), SCATTER)["step_ms"])
+                scattered[c].append(scatter_ms)
                 utilisation[c].append([w["utilisation"] for w in doc["worker_use"]])
         for c in configs:
             rows.append(row(model, c, batch, tiles, measured[c], predicted[c], utilisation[c], scattered[c]))
@@ -341,33 +346,19 @@ def main():
 
 
 def resimulate(a):
-    """Every row of OUT.json predicted again from the calibrations it used (OUT's machines/<model>-w<busy>), the
-    measurements kept: what a change of the simulator alone does to the errors."""
+    """Every row of OUT.json predicted again from the calibrations it used (OUT's machines/<model>-w<busy>-r<k>,
+    one per round), the measurements kept: what a change of the simulator alone does to the errors."""
     with open(a.out + ".json") as f:
         doc = json.load(f)
     machines = os.path.join(os.path.dirname(a.out), "machines")
     for r in doc["rows"]:
-        before = r["predicted_ms"]
-        if "predicted_runs_ms" in r:  # one calibration per round
-            folders = [os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}")
-                       for k in range(len(r["measured_runs_ms"]))]
-            net = validation_network(doc["network"])
-            sims = [simulate(r["model"], m, r["workers"], r["scheduler"], r["ranks"], net) for m in folders]
-            scattered = [simulate(r["model"], m, r["workers"], r["scheduler"], r["ranks"], net, SCATTER)["step_ms"]
-                         for m in folders]
-            new = row(r["model"], (r["workers"], r["scheduler"], r["ranks"]), r["batch"], r["tiles"],
-                      r["measured_runs_ms"], [x["step_ms"] for x in sims],
-                      [[w["utilisation"] for w in x["worker_use"]] for x in sims], scattered)
-            r.clear()
-            r.update(new)
-            continue
-        machine = os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}")
-        sim = simulate(r["model"], machine, r["workers"], r["scheduler"], r["ranks"], doc["network"])
-        r["predicted_ms"] = sim["step_ms"]
-        r["error"] = sim["step_ms"] / r["measured_ms"] - 1.0
-        r["predicted_utilisation"] = [w["utilisation"] for w in sim["worker_use"]]
-        print(f"{r['model']:18} {r['ranks']}x{r['workers']} {r['scheduler']:6} measured {r['measured_ms']:8.1f} ms  "
-              f"predicted {before:8.1f} -> {sim['step_ms']:8.1f} ms  error {100 * r['error']:+6.1f}%", flush=True)
+        c = (r["workers"], r["scheduler"], r["ranks"])
+        runs = [predict(r["model"], os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}"), c,
+                        doc["network"]) for k in range(len(r["measured_runs_ms"]))]
+        new = row(r["model"], c, r["batch"], r["tiles"], r["measured_runs_ms"], [d["step_ms"] for d, _ in runs],
+                  [[w["utilisation"] for w in d["worker_use"]] for d, _ in runs], [ms for _, ms in runs])
+        r.clear()
+        r.update(new)
     write_validation(a, doc["cpu"], doc["network"], doc["rows"])
 
 
@@ -382,10 +373,9 @@ def write_validation(a, cpu, net, rows):
                 "error | error per round | predicted, scattered | error | error per round |\n"
                 "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            rounds = ", ".join(f"{100 * e:+.1f}%" for e in r.get("errors", []))
+            rounds = ", ".join(f"{100 * e:+.1f}%" for e in r["errors"])
             scatter = (f"{r['predicted_scatter_ms']:.1f} | {100 * r['scatter_error']:+.1f}% | "
-                       f"{', '.join(f'{100 * e:+.1f}%' for e in r['scatter_errors'])}"
-                       if "scatter_error" in r else " | | ")
+                       f"{', '.join(f'{100 * e:+.1f}%' for e in r['scatter_errors'])}")
             f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
                     f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
                     f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {rounds} | {scatter} |\n")

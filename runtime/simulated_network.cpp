@@ -146,32 +146,35 @@ SimulatedNetwork::~SimulatedNetwork() {
 }
 
 void SimulatedNetwork::sum(const std::vector<Tensor*>& tensors, const std::string& name) {
+  std::vector<starpu_data_handle_t> handles;
+  double bytes = 0.0;
+  for (Tensor* t : tensors) {
+    for (int i = 0; i < t->tiles(); ++i) handles.push_back(t->tile(i));
+    bytes += static_cast<double>(t->numel()) * sizeof(float);
+  }
+  const double seconds = model_.allreduce_seconds(bytes);
+  if (model_.on_cores) {
+    sum_on_cores(handles, seconds, name);
+    return;
+  }
   auto r = std::make_unique<State::Request>();
   r->owner = state_.get();
   r->name = name;
-  double bytes = 0.0;
-  for (Tensor* t : tensors) {
-    for (int i = 0; i < t->tiles(); ++i) r->handles.push_back(t->tile(i));
-    bytes += static_cast<double>(t->numel()) * sizeof(float);
-  }
-  r->seconds = model_.allreduce_seconds(bytes);
-  if (model_.on_cores) {
-    sum_on_cores(std::move(r->handles), r->seconds, name);
-    return;
-  }
+  r->handles = handles;
+  r->seconds = seconds;
   State::Request* raw = r.get();
   STARPU_PTHREAD_MUTEX_LOCK(&state_->mutex);
   ++state_->pending;
   state_->issued.push_back(std::move(r));
   STARPU_PTHREAD_MUTEX_UNLOCK(&state_->mutex);
-  // After the request is queued: a callback may come at once, from this thread or a worker.
-  const std::vector<starpu_data_handle_t> handles = raw->handles;
+  // After the request is queued: a callback may come at once, from this thread or a worker (the local copy of the
+  // handles, as the request may be served and freed before this loop ends).
   for (starpu_data_handle_t h : handles) {
     starpu_data_acquire_on_node_cb(h, state_->node, STARPU_RW, &State::acquired, raw);
   }
 }
 
-void SimulatedNetwork::sum_on_cores(std::vector<starpu_data_handle_t> handles, double seconds,
+void SimulatedNetwork::sum_on_cores(const std::vector<starpu_data_handle_t>& handles, double seconds,
                                     const std::string& name) {
   STARPU_PTHREAD_MUTEX_LOCK(&state_->mutex);
   ++state_->pending;

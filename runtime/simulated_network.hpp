@@ -62,7 +62,7 @@ class SimulatedNetwork : public Collectives {
   struct State;
 
  private:
-  void sum_on_cores(std::vector<starpu_data_handle_t> handles, double seconds, const std::string& name);
+  void sum_on_cores(const std::vector<starpu_data_handle_t>& handles, double seconds, const std::string& name);
 
   NetworkModel model_;
   std::unique_ptr<State> state_;
