@@ -562,6 +562,8 @@ struct StepArgs {
   std::string device = "cpu";  // where the tasks run (cpu, cuda, all)
   int gpus = -1;               // CUDA workers with --device cuda|all (-1: every GPU, simulated or real)
   bool scatter = false;        // simulate: task durations drawn around their models' means
+  std::vector<double> worker_speeds;  // simulate: each simulated CPU worker's speed (empty: all 1)
+  bool measure_speeds = false;        // calibrate: each CPU worker's speed against the others (cpu_worker_speeds)
   std::string trace;
   std::string report;
 };
@@ -572,6 +574,7 @@ struct StepOutcome {
   int cuda_workers = 0;
   double network_busy_s = 0.0;  // simulated ranks: seconds of all the allreduces
   std::int64_t allreduces = 0;
+  std::vector<double> cpu_worker_speeds;  // with StepArgs::measure_speeds
 };
 
 // Runs the steps on an engine already pointed at the machine folder.
@@ -633,7 +636,8 @@ StepOutcome run_step_args(const StepArgs& a) {
         a.tail_buckets);
     step_options.data_parallel(dp);
   }
-  if (!a.trace.empty()) dtnn::runtime::Tracer::start();
+  const bool tracing = !a.trace.empty() || a.measure_speeds;
+  if (tracing) dtnn::runtime::Tracer::start();
   StepOutcome out;
   out.result = dtnn::run_steps(model, *optimizer, data,
                                dtnn::StepRunOptions().steps(a.steps).warmup(a.warmup).batch_size(a.batch_size).step(
@@ -643,9 +647,22 @@ StepOutcome run_step_args(const StepArgs& a) {
     out.network_busy_s = network->busy_seconds();
     out.allreduces = network->sums();
   }
-  if (!a.trace.empty()) {
+  if (tracing) {
     dtnn::runtime::Tracer::stop();
-    dtnn::runtime::Tracer::write_chrome_trace(a.trace);
+    if (!a.trace.empty()) dtnn::runtime::Tracer::write_chrome_trace(a.trace);
+  }
+  if (a.measure_speeds) {
+    // The tasks after the warm-up's share of the span (the first touches of the warm-up steps are no measure).
+    const std::vector<dtnn::runtime::TraceEvent> events = dtnn::runtime::Tracer::events();
+    double first = std::numeric_limits<double>::infinity();
+    double last = 0.0;
+    for (const auto& e : events) {
+      first = std::min(first, e.start_us);
+      last = std::max(last, e.end_us);
+    }
+    const double from =
+        events.empty() ? 0.0 : first + (last - first) * static_cast<double>(a.warmup) / static_cast<double>(a.steps);
+    out.cpu_worker_speeds = dtnn::runtime::cpu_worker_speeds(events, from);
   }
   out.engine = engine.describe();
   out.cuda_workers = engine.cuda_workers();
@@ -691,16 +708,21 @@ int run_calibrate(const StepArgs& a) {
   // Every task's duration goes into its model's history (without it, lws never measures).
   setenv("STARPU_CALIBRATE", "1", 1);
   nlohmann::json doc = dtnn::runtime::read_machine_file(dir);
-  const StepOutcome out = run_step_args(a);
+  StepArgs measured = a;
+  measured.measure_speeds = true;
+  const StepOutcome out = run_step_args(measured);
   const dtnn::StepRunResult& r = out.result;
   fmt::print("dtnn calibrate: {} on {} ({}) into {}\n", a.model, dtnn::runtime::cpu_model_name(), out.engine,
              dir.string());
   print_step_result(r, a.batch_size);
+  fmt::print("CPU workers' speeds against the mean of the same tasks: {:.3f} (dtnn simulate --worker-speeds)\n",
+             fmt::join(out.cpu_worker_speeds, ", "));
   doc["host"] = dtnn::runtime::kMachineHost;
   doc["cpu"] = dtnn::runtime::cpu_model_name();
   doc["cores"] = static_cast<int>(std::thread::hardware_concurrency());
   nlohmann::json row = step_result_json(a, r);
   row["cuda_workers"] = out.cuda_workers;
+  row["cpu_worker_speeds"] = out.cpu_worker_speeds;
   doc["calibrations"].push_back(row);
   dtnn::runtime::write_machine_file(dir, doc);
   if (!a.report.empty()) {
@@ -863,6 +885,21 @@ int prepare_simulation(const StepArgs& given) {
     fmt::print("task durations drawn around their models' means (log-normal, their calibrated deviations, seed {})\n",
                a.seed);
   }
+  // Read by the same function's second patch (patch_worker_speeds).
+  if (!a.worker_speeds.empty()) {
+    if (static_cast<int>(a.worker_speeds.size()) != a.workers) {
+      throw InvalidArgument(fmt::format("--worker-speeds {}: {} speeds for --workers {}, expected one per CPU worker",
+                                        fmt::join(a.worker_speeds, ","), a.worker_speeds.size(), a.workers));
+    }
+    if (dlsym(RTLD_DEFAULT, "_dtnn_worker_length") == nullptr) {
+      throw InvalidArgument("--worker-speeds: this SimGrid StarPU has no per-worker speeds (a build before dtnn's "
+                            "patch), expected one built by the current scripts/build_starpu.sh --simgrid; rebuild it");
+    }
+    setenv("DTNN_SIMGRID_WORKER_SPEEDS", fmt::format("{}", fmt::join(a.worker_speeds, ",")).c_str(), 1);
+    fmt::print("CPU workers at {} times their models' means\n", fmt::join(a.worker_speeds, ", "));
+  } else {
+    unsetenv("DTNN_SIMGRID_WORKER_SPEEDS");
+  }
   if (a.ranks > 1) {
     fmt::print("{} data-parallel ranks: this rank's graph, each gradient bucket's allreduce timed as a ring over "
                "links of {} Gb/s and {} us (no byte moves){}\n",
@@ -901,7 +938,7 @@ int run_simulate(const StepArgs& given) {
     doc["simulated"] = true;
     doc["scatter"] = a.scatter;
     doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}, {"gpus", gpu ? out.cuda_workers : 0},
-                     {"gpu_speed", gpu ? a.gpu_speed : 1.0}};
+                     {"gpu_speed", gpu ? a.gpu_speed : 1.0}, {"worker_speeds", a.worker_speeds}};
     doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
                       {"sums_on_cores", a.sums_on_cores},
                       {"bucket_mb", a.bucket_mb}, {"allreduces", out.allreduces},
@@ -1213,6 +1250,12 @@ int dtnn_main(int argc, char** argv) {
   simulate->add_option("--tail-buckets", sim.tail_buckets, "as dtnn train --tail-buckets")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
+  simulate->add_option("--worker-speeds", sim.worker_speeds,
+                       "comma-separated speed of each simulated CPU worker, one per --workers (each task on it lasts "
+                       "its model's mean / the speed; the schedulers still plan with the means): cores of unequal "
+                       "speed, as `dtnn calibrate` measures them (its cpu_worker_speeds); default all 1")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   simulate->add_flag("--scatter", sim.scatter,
                      "each task lasts a draw from a log-normal distribution of its model's mean and deviation (one "
                      "generator seeded by --seed) instead of the mean");

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -139,6 +142,55 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
   const nlohmann::json doc = {{"traceEvents", trace_events}, {"displayTimeUnit", "ms"}};
 
   write_text_file(file, doc.dump() + "\n", "trace");
+}
+
+std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, double from_us) {
+  const int cpus = static_cast<int>(starpu_cpu_worker_get_count());
+  std::vector<double> speeds(static_cast<std::size_t>(std::max(cpus, 0)), 1.0);
+  if (cpus < 2) return speeds;
+  // Per shape: the microseconds and the count of its tasks on each CPU worker (by devid).
+  struct Shape {
+    std::vector<double> us;
+    std::vector<int> count;
+  };
+  std::map<std::tuple<std::string, std::string, int>, Shape> shapes;
+  for (const TraceEvent& e : events) {
+    if (e.start_us < from_us || e.worker < 0 || e.worker == kCommRow ||
+        starpu_worker_get_type(e.worker) != STARPU_CPU_WORKER) {
+      continue;
+    }
+    const int cpu = starpu_worker_get_devid(e.worker);
+    if (cpu < 0 || cpu >= cpus) continue;
+    Shape& s = shapes[{e.name, e.codelet, e.tile}];
+    if (s.us.empty()) {
+      s.us.assign(speeds.size(), 0.0);
+      s.count.assign(speeds.size(), 0);
+    }
+    s.us[static_cast<std::size_t>(cpu)] += std::max(0.0, e.end_us - e.start_us);
+    s.count[static_cast<std::size_t>(cpu)] += 1;
+  }
+  // A worker's speed: what its tasks would have lasted at their shapes' means, over what they lasted.
+  std::vector<double> spent(speeds.size(), 0.0);
+  std::vector<double> at_means(speeds.size(), 0.0);
+  for (const auto& [key, s] : shapes) {
+    const int on = static_cast<int>(std::count_if(s.count.begin(), s.count.end(), [](int n) { return n > 0; }));
+    if (on < 2) continue;
+    double us = 0.0;
+    int n = 0;
+    for (std::size_t w = 0; w < speeds.size(); ++w) {
+      us += s.us[w];
+      n += s.count[w];
+    }
+    const double mean = us / n;
+    for (std::size_t w = 0; w < speeds.size(); ++w) {
+      spent[w] += s.us[w];
+      at_means[w] += mean * s.count[w];
+    }
+  }
+  for (std::size_t w = 0; w < speeds.size(); ++w) {
+    if (spent[w] > 0.0 && at_means[w] > 0.0) speeds[w] = at_means[w] / spent[w];
+  }
+  return speeds;
 }
 
 }  // namespace dtnn::runtime

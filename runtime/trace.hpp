@@ -46,4 +46,12 @@ class Tracer {
   static void detach(starpu_task* task);
 };
 
+// Each CPU worker's speed against the mean duration of the same tasks over every CPU worker, in the order of the
+// CPU workers' devid (StarPU's CPU index): 1.1 where its tasks lasted the mean / 1.1, from the events that started at
+// or after from_us. A task's shape is its name, codelet and tile; shapes that ran on one worker only are left out.
+// StarPU's CPU models are one per architecture, so a machine whose cores differ (a busy neighbour of a VM, hybrid
+// CPUs) shows it only here; `dtnn calibrate` records it and `dtnn simulate --worker-speeds` simulates it. Workers
+// without such tasks, and every worker when there is one, get 1. Needs the engine that ran the tasks.
+[[nodiscard]] std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, double from_us);
+
 }  // namespace dtnn::runtime

@@ -84,7 +84,7 @@ sudo_cmd=""
 # Everything that changes the result goes into the stamp: a prefix is reused only when it matches.
 # (Bump patch_level when a patch changes; the simulation variant's own patch has its own number.)
 patch_level=2
-[ "$simgrid" = 1 ] && patch_level="$patch_level+sim2"
+[ "$simgrid" = 1 ] && patch_level="$patch_level+sim3"
 options=(
   --prefix="$prefix"
   --enable-maxcpus=256
@@ -349,7 +349,52 @@ patch(sim, """                /* TODO: option to add variance according to perfo
 """)
 PY
 }
-[ "$simgrid" = 0 ] || { patch_dmda_decisions; patch_duration_scatter; }
+# The simulation variant only: `dtnn simulate --worker-speeds` gives each simulated CPU worker a speed of its own
+# against the models' means (StarPU's CPU models are one per architecture, its simulated cores all alike); a real
+# machine's cores need not be (docs/simulation.md, "Cores of unequal speed").
+patch_worker_speeds() {
+  python3 - src/core/simgrid.c <<'PY'
+import sys
+sim = sys.argv[1]
+s = open(sim).read()
+anchor = "/* Task execution submitted by StarPU */\n"
+call = "\t\tlength = _dtnn_scatter_length(j, perf_arch, length);\n"
+if s.count(anchor) != 1 or s.count(call) != 1:
+    sys.exit(f"build_starpu.sh: worker speed patch: expected the scatter patch in {sim}")
+s = s.replace(anchor, """/* dtnn: DTNN_SIMGRID_WORKER_SPEEDS, comma-separated speeds of the CPU workers in the order of their devid (StarPU's
+ * CPU index), divide the durations of the tasks each runs; workers past the list, and the other kinds, keep 1. */
+#define DTNN_MAX_WORKER_SPEEDS 1024
+double _dtnn_worker_length(int workerid, double length);
+double _dtnn_worker_length(int workerid, double length)
+{
+	static int parsed = 0;
+	static int count = 0;
+	static double speeds[DTNN_MAX_WORKER_SPEEDS];
+	if (!parsed)
+	{
+		const char *list = starpu_getenv("DTNN_SIMGRID_WORKER_SPEEDS");
+		while (list && *list && count < DTNN_MAX_WORKER_SPEEDS)
+		{
+			char *end;
+			double v = strtod(list, &end);
+			STARPU_ASSERT_MSG(end != list && v > 0.0, "DTNN_SIMGRID_WORKER_SPEEDS: '%s' is not a positive number", list);
+			speeds[count++] = v;
+			list = *end == ',' ? end + 1 : end;
+		}
+		parsed = 1;
+	}
+	if (count == 0 || starpu_worker_get_type(workerid) != STARPU_CPU_WORKER)
+		return length;
+	int devid = starpu_worker_get_devid(workerid);
+	return devid >= 0 && devid < count ? length / speeds[devid] : length;
+}
+
+""" + anchor)
+s = s.replace(call, call + "\t\tlength = _dtnn_worker_length(workerid, length);\n")
+open(sim, "w").write(s)
+PY
+}
+[ "$simgrid" = 0 ] || { patch_dmda_decisions; patch_duration_scatter; patch_worker_speeds; }
 
 # Every feature asked for must be there: configure silently drops what it cannot find.
 require_define() {

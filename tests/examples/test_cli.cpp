@@ -536,6 +536,14 @@ TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
   EXPECT_EQ(doc.at("calibrations")[0].at("model"), "simplecnn");
   EXPECT_EQ(doc.at("calibrations")[0].at("batch_size"), 32);
   EXPECT_EQ(doc.at("calibrations")[0].at("device"), "cpu");
+  // Each CPU worker's speed against the mean of the same tasks on both (dtnn simulate --worker-speeds): weighted by
+  // the time each worked they average to 1, so one is at most 1 and the other at least 1.
+  const auto speeds = doc.at("calibrations")[0].at("cpu_worker_speeds").get<std::vector<double>>();
+  ASSERT_EQ(speeds.size(), 2u) << r.output;
+  EXPECT_GT(std::min(speeds[0], speeds[1]), 0.0);
+  EXPECT_LE(std::min(speeds[0], speeds[1]), 1.0 + 1e-9);
+  EXPECT_GE(std::max(speeds[0], speeds[1]), 1.0 - 1e-9);
+  EXPECT_NE(r.output.find("CPU workers' speeds against the mean of the same tasks: "), std::string::npos) << r.output;
   // The GPUs' models: where the build has no CUDA codelets or the machine no GPU, an error naming the option, and
   // the folder keeps what it had; on a GPU machine a second calibration, of the CUDA worker.
   const CliRun gpu =

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -156,6 +158,38 @@ TEST(TracerTest, WritesChromeTraceWithOneEventPerTask) {
   EXPECT_EQ(tasks, 2);
   EXPECT_EQ(tiles, (std::set<int>{0, 1}));
   std::filesystem::remove(file);
+}
+
+// The speeds `dtnn calibrate` records: per CPU worker, what its tasks would have lasted at their shape's mean over
+// what they lasted. Worker ids are the engine's (two CPU workers, tests/support/test_main.cpp).
+TEST(TracerTest, CpuWorkerSpeedsCompareTheSameShapesOnEachWorker) {
+  ASSERT_EQ(starpu_cpu_worker_get_count(), 2u);
+  const int w0 = starpu_worker_get_by_devid(STARPU_CPU_WORKER, 0);
+  const int w1 = starpu_worker_get_by_devid(STARPU_CPU_WORKER, 1);
+  auto task = [](std::string name, int tile, int worker, double start, double us) {
+    runtime::TraceEvent e;
+    e.name = std::move(name);
+    e.codelet = "c";
+    e.tile = tile;
+    e.worker = worker;
+    e.start_us = start;
+    e.end_us = start + us;
+    return e;
+  };
+  // "a" tile 0: 100 us on worker 0 (twice), 300 us on worker 1 (once): mean 500/3. "b" tile 0: 40 and 40 us.
+  // Tile 1 of "a" ran on worker 1 only and says nothing; the event before from_us neither.
+  std::vector<runtime::TraceEvent> events = {
+      task("a", 0, w0, 10, 100), task("a", 0, w0, 20, 100), task("a", 0, w1, 30, 300), task("b", 0, w0, 40, 40),
+      task("b", 0, w1, 50, 40),  task("a", 1, w1, 60, 900), task("a", 0, w1, 1, 5000)};
+  const std::vector<double> speeds = runtime::cpu_worker_speeds(events, 5.0);
+  ASSERT_EQ(speeds.size(), 2u);
+  const double mean_a = 500.0 / 3.0;
+  EXPECT_NEAR(speeds[0], (2 * mean_a + 40) / 240.0, 1e-12);
+  EXPECT_NEAR(speeds[1], (mean_a + 40) / 340.0, 1e-12);
+  // Weighted by the time each worked, the speeds average to 1.
+  EXPECT_NEAR((240.0 * speeds[0] + 340.0 * speeds[1]) / 580.0, 1.0, 1e-12);
+  // Nothing that ran on both workers: both at 1.
+  EXPECT_EQ(runtime::cpu_worker_speeds({task("a", 0, w0, 10, 100)}, 0.0), (std::vector<double>{1.0, 1.0}));
 }
 
 TEST(TracerTest, UnwritableFileIsADataErrorNamingIt) {

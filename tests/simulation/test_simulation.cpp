@@ -250,6 +250,35 @@ TEST(SimulationTest, ScatteredDurationsAreReproducibleBySeed) {
   fs::remove_all(machine);
 }
 
+// --worker-speeds: each simulated CPU worker's tasks last their models' means over its speed (the SimGrid StarPU's
+// patch_worker_speeds), while the schedulers still plan with the means, as on a real machine whose cores differ.
+TEST(SimulationTest, WorkerSpeedsSlowTheTasksOfTheirWorkers) {
+  const fs::path machine = machine_copy("speeds");
+  // One worker at half speed: every task twice as long (but for StarPU's small charge per task).
+  const double one = simulated_step_ms(machine, "--workers 1");
+  const double half = simulated_step_ms(machine, "--workers 1 --worker-speeds 0.5");
+  EXPECT_NEAR(half, 2 * one, one * 0.04);
+  // Two workers, one at half speed: lws's stealing keeps the other busy, so slower than both at full speed and
+  // faster than both at half.
+  const std::string lws = "--workers 2 --scheduler lws ";
+  const double alike = simulated_step_ms(machine, lws);
+  const double one_slow = simulated_step_ms(machine, lws + "--worker-speeds 1,0.5");
+  const double both_slow = simulated_step_ms(machine, lws + "--worker-speeds 0.5,0.5");
+  EXPECT_GT(one_slow, alike * 1.05);
+  EXPECT_LT(one_slow, both_slow * 0.95);
+  EXPECT_NEAR(both_slow, 2 * alike, alike * 0.04);
+  // One speed per worker, each positive.
+  const CliRun count = dtnn(kRun + lws + "--worker-speeds 1 --machine " + machine.string());
+  EXPECT_EQ(count.status, 2) << count.output;
+  EXPECT_NE(count.output.find("--worker-speeds 1: 1 speeds for --workers 2, expected one per CPU worker"),
+            std::string::npos)
+      << count.output;
+  const CliRun zero = dtnn(kRun + lws + "--worker-speeds 1,0 --machine " + machine.string());
+  EXPECT_EQ(zero.status, 2) << zero.output;
+  EXPECT_NE(zero.output.find("--worker-speeds"), std::string::npos) << zero.output;
+  fs::remove_all(machine);
+}
+
 std::size_t derived_folders() {
   std::size_t n = 0;
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
