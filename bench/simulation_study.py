@@ -88,12 +88,31 @@ def validation_network(net):
     return dict(net, sums_on_cores=True)
 
 
+def core_speeds(machine, c):
+    """`dtnn simulate --worker-speeds` of configuration c = (workers, scheduler, ranks) from the speeds of the CPU
+    workers its calibration measured (machine.json; None for a calibration from before they were): this VM's two
+    cores differ by 20-40%, which core varying over tens of minutes (docs/simulation.md). One rank's workers run at
+    the calibrated cores' speeds; of several ranks of one worker each (one core each), every rank waits for the
+    sums of the slowest, so the one simulated rank runs at the slowest core's speed."""
+    with open(os.path.join(machine, "machine.json")) as f:
+        speeds = json.load(f)["calibrations"][-1].get("cpu_worker_speeds")
+    if not speeds:
+        return None
+    if c[2] > 1:
+        return [min(speeds)] * c[0]
+    return speeds if len(speeds) == c[0] else None
+
+
 def predict(model, machine, c, net):
     """A validation configuration c = (workers, scheduler, ranks) simulated on one calibration: the report with
-    durations at their models' means, and the step with scattered durations (SCATTER)."""
+    durations at their models' means on cores alike, the step with the calibrated cores' speeds (core_speeds; the
+    means' where there are none), and the step with scattered durations (SCATTER)."""
     net = validation_network(net)
     doc = simulate(model, machine, c[0], c[1], c[2], net)
-    return doc, simulate(model, machine, c[0], c[1], c[2], net, SCATTER)["step_ms"]
+    speeds = core_speeds(machine, c)
+    speeds_ms = (simulate(model, machine, c[0], c[1], c[2], net, ("--worker-speeds", ",".join(map(str, speeds))))
+                 ["step_ms"] if speeds else doc["step_ms"])
+    return doc, speeds_ms, simulate(model, machine, c[0], c[1], c[2], net, SCATTER)["step_ms"], speeds
 
 
 def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
@@ -259,20 +278,31 @@ def calibrate(model, busy, rep, machines, a):
 SCATTER = ("--scatter", "--seed", "1")
 
 
-def row(model, c, batch, tiles, measured, predicted, utilisation, scattered):
-    """A validation row: per round, the measured and the predicted step (durations at their means, and scattered);
-    the row's errors are the medians of the rounds' (each round against its own calibration)."""
-    errors = [p / m - 1.0 for p, m in zip(predicted, measured)]
-    scatter_errors = [p / m - 1.0 for p, m in zip(scattered, measured)]
+def row(model, c, batch, tiles, measured, runs):
+    """A validation row from its rounds' measured steps and predictions (predict's, one per round): the errors of
+    the predictions with durations at their means on cores alike, with the calibrated cores' speeds, and with
+    scattered durations; a row's error is the median of its rounds' (each round against its own calibration)."""
+    predicted = [d["step_ms"] for d, _, _, _ in runs]
+    speeds_ms = [ms for _, ms, _, _ in runs]
+    scattered = [ms for _, _, ms, _ in runs]
+
+    def errors_of(p):
+        return [x / m - 1.0 for x, m in zip(p, measured)]
+    errors, speeds_errors, scatter_errors = errors_of(predicted), errors_of(speeds_ms), errors_of(scattered)
     r = {"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
          "calibration_workers": c[0] * c[2], "tiles": tiles, "measured_ms": statistics.median(measured),
          "measured_runs_ms": measured, "predicted_ms": statistics.median(predicted), "predicted_runs_ms": predicted,
-         "errors": errors, "error": statistics.median(errors), "predicted_utilisation": utilisation,
+         "errors": errors, "error": statistics.median(errors),
+         "predicted_utilisation": [[w["utilisation"] for w in d["worker_use"]] for d, _, _, _ in runs],
+         "worker_speeds": [sp for _, _, _, sp in runs],
+         "predicted_speeds_ms": statistics.median(speeds_ms), "predicted_speeds_runs_ms": speeds_ms,
+         "speeds_errors": speeds_errors, "speeds_error": statistics.median(speeds_errors),
          "predicted_scatter_ms": statistics.median(scattered), "predicted_scatter_runs_ms": scattered,
          "scatter_errors": scatter_errors, "scatter_error": statistics.median(scatter_errors)}
     print(f"{model:18} {c[2]}x{c[0]} {c[1]:6} measured {r['measured_ms']:8.1f} ms  predicted "
-          f"{r['predicted_ms']:8.1f} ms  error {100 * r['error']:+6.1f}% (rounds: "
-          f"{', '.join(f'{100 * e:+.1f}%' for e in errors)}); scattered {r['predicted_scatter_ms']:8.1f} ms "
+          f"{r['predicted_ms']:8.1f} ms  error {100 * r['error']:+6.1f}%; calibrated core speeds "
+          f"{r['predicted_speeds_ms']:8.1f} ms error {100 * r['speeds_error']:+6.1f}% (rounds: "
+          f"{', '.join(f'{100 * e:+.1f}%' for e in speeds_errors)}); scattered {r['predicted_scatter_ms']:8.1f} ms "
           f"error {100 * r['scatter_error']:+6.1f}%", flush=True)
     return r
 
@@ -324,20 +354,15 @@ def main():
         configs = [(w, s, 1) for w, s in CONFIGS] + [(1, "lws", 2)]
         measured = {c: [] for c in configs}
         predicted = {c: [] for c in configs}
-        scattered = {c: [] for c in configs}
-        utilisation = {c: [] for c in configs}
         for rep in range(a.reps):
             machine_of = {busy: calibrate(model, busy, rep, machines, a) for busy in (1, 2)}
             for c in (configs if rep % 2 == 0 else list(reversed(configs))):
                 measured[c].append(measure(model, c[0], c[1], c[2], a))
                 print(f"  {model} {c}: {measured[c][-1]:.1f} ms", flush=True)
             for c in configs:
-                doc, scatter_ms = predict(model, machine_of[c[0] * c[2]], c, net)
-                predicted[c].append(doc["step_ms"])
-                scattered[c].append(scatter_ms)
-                utilisation[c].append([w["utilisation"] for w in doc["worker_use"]])
+                predicted[c].append(predict(model, machine_of[c[0] * c[2]], c, net))
         for c in configs:
-            rows.append(row(model, c, batch, tiles, measured[c], predicted[c], utilisation[c], scattered[c]))
+            rows.append(row(model, c, batch, tiles, measured[c], predicted[c]))
     # Rows of the models not run this time are kept from an earlier run.
     if os.path.exists(a.out + ".json"):
         with open(a.out + ".json") as f:
@@ -355,8 +380,7 @@ def resimulate(a):
         c = (r["workers"], r["scheduler"], r["ranks"])
         runs = [predict(r["model"], os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}"), c,
                         doc["network"]) for k in range(len(r["measured_runs_ms"]))]
-        new = row(r["model"], c, r["batch"], r["tiles"], r["measured_runs_ms"], [d["step_ms"] for d, _ in runs],
-                  [[w["utilisation"] for w in d["worker_use"]] for d, _ in runs], [ms for _, ms in runs])
+        new = row(r["model"], c, r["batch"], r["tiles"], r["measured_runs_ms"], runs)
         r.clear()
         r.update(new)
     write_validation(a, doc["cpu"], doc["network"], doc["rows"])
@@ -369,16 +393,16 @@ def write_validation(a, cpu, net, rows):
     with open(a.out + ".md", "w") as f:
         f.write(f"CPU: {', '.join(x for x in cpu if x)}; network of the ranks (MPI_Allreduce here, fitted): "
                 f"{net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us\n\n")
-        f.write("| model | batch | ranks x workers | scheduler | measured ms (median) | runs | predicted ms | "
-                "error | error per round | predicted, scattered | error | error per round |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("| model | batch | ranks x workers | scheduler | measured ms (median) | runs | predicted ms, cores "
+                "alike | error | predicted ms, calibrated core speeds | error | error per round | predicted ms, "
+                "scattered | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            rounds = ", ".join(f"{100 * e:+.1f}%" for e in r["errors"])
-            scatter = (f"{r['predicted_scatter_ms']:.1f} | {100 * r['scatter_error']:+.1f}% | "
-                       f"{', '.join(f'{100 * e:+.1f}%' for e in r['scatter_errors'])}")
+            rounds = ", ".join(f"{100 * e:+.1f}%" for e in r["speeds_errors"])
             f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
                     f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
-                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {rounds} | {scatter} |\n")
+                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {r['predicted_speeds_ms']:.1f} | "
+                    f"{100 * r['speeds_error']:+.1f}% | {rounds} | {r['predicted_scatter_ms']:.1f} | "
+                    f"{100 * r['scatter_error']:+.1f}% |\n")
     print(f"wrote {a.out}.json and .md")
 
 
