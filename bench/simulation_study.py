@@ -397,12 +397,14 @@ def write_validation(a, cpu, net, rows):
                 "alike | error | predicted ms, calibrated core speeds | error | error per round | predicted ms, "
                 "scattered | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            rounds = ", ".join(f"{100 * e:+.1f}%" for e in r["speeds_errors"])
+            # Rows kept from a run before the core speeds have no such prediction.
+            speeds = (f"{r['predicted_speeds_ms']:.1f} | {100 * r['speeds_error']:+.1f}% | "
+                      f"{', '.join(f'{100 * e:+.1f}%' for e in r['speeds_errors'])}" if "speeds_errors" in r
+                      else "(not predicted) | | ")
             f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
                     f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
-                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {r['predicted_speeds_ms']:.1f} | "
-                    f"{100 * r['speeds_error']:+.1f}% | {rounds} | {r['predicted_scatter_ms']:.1f} | "
-                    f"{100 * r['scatter_error']:+.1f}% |\n")
+                    f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {speeds} | "
+                    f"{r['predicted_scatter_ms']:.1f} | {100 * r['scatter_error']:+.1f}% |\n")
     print(f"wrote {a.out}.json and .md")
 
 
