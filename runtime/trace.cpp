@@ -53,6 +53,7 @@ void on_task_end(void* arg) {
   e.start_us = start_us;
   e.end_us = end_us;
   e.priority = task->priority;
+  e.ready_us = starpu_timing_timespec_to_us(&task->profiling_info->push_start_time);
   std::lock_guard lock(g_mutex);
   g_events.push_back(std::move(e));
 }
@@ -117,6 +118,9 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
     nlohmann::json args = {{"flops", e.flops}, {"codelet", e.codelet}, {"priority", e.priority}};
     if (e.tile >= 0) {
       args["tile"] = e.tile;
+    }
+    if (e.ready_us > 0.0) {
+      args["wait_us"] = std::max(0.0, e.start_us - e.ready_us);
     }
     trace_events.push_back({{"name", e.name},
                             {"cat", e.name.substr(e.name.find(':') + 1)},

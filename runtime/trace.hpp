@@ -23,6 +23,9 @@ struct TraceEvent {
   double start_us = 0.0;
   double end_us = 0.0;
   int priority = 0;  // the task's scheduling priority (0 for work that is not a task)
+  // When its last dependency was met and it was pushed to the scheduler (StarPU's push_start_time); 0 for work
+  // that is not a task. start_us - ready_us is its wait: in a queue, or for a worker to wake up and take it.
+  double ready_us = 0.0;
 };
 
 class Tracer {

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -153,11 +155,38 @@ TEST(TracerTest, WritesChromeTraceWithOneEventPerTask) {
       EXPECT_GE(e.at("dur").get<double>(), 0.0);
       EXPECT_GE(e.at("tid").get<int>(), 0);
       tiles.insert(e.at("args").at("tile").get<int>());
+      EXPECT_GE(e.at("args").at("wait_us").get<double>(), 0.0);
     }
   }
   EXPECT_EQ(tasks, 2);
   EXPECT_EQ(tiles, (std::set<int>{0, 1}));
   std::filesystem::remove(file);
+}
+
+// A task is ready when its last dependency ends (StarPU's push time), and starts no earlier: a chain of three tasks
+// on one handle, each made ready by the previous one's end.
+TEST(TracerTest, TaskIsReadyWhenItsDependencyEndsAndStartsAfter) {
+  runtime::Tracer::start();
+  Tensor t({1});
+  for (int i = 0; i < 3; ++i) {
+    runtime::submit_task(cl_maybe_throw, {"probe:chain", 0, static_cast<double>(i), 0}, {codelets::rdwr(t.handle())},
+                         ThrowArgs{0});
+  }
+  runtime::Engine::current()->wait_all();
+  runtime::Tracer::stop();
+  std::vector<runtime::TraceEvent> chain;
+  for (const auto& e : runtime::Tracer::events()) {
+    if (e.name == "probe:chain") chain.push_back(e);
+  }
+  ASSERT_EQ(chain.size(), 3u);
+  std::sort(chain.begin(), chain.end(), [](const auto& a, const auto& b) { return a.flops < b.flops; });
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    EXPECT_GT(chain[i].ready_us, 0.0) << i;
+    EXPECT_GE(chain[i].start_us, chain[i].ready_us) << i;
+    if (i > 0) {
+      EXPECT_GE(chain[i].ready_us, chain[i - 1].end_us) << i;
+    }
+  }
 }
 
 // The speeds `dtnn calibrate` records: per CPU worker, what its tasks would have lasted at their shape's mean over
