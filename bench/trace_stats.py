@@ -95,6 +95,9 @@ def median(values):
 def print_gaps(trace, events, workers, span):
     if not any("wait_us" in e["args"] for e in events):
         raise SystemExit(f"{trace}: no wait_us in its tasks (a trace of a dtnn older than 2026-12): no --gaps")
+    # The tasks only: the communication thread's allreduces (no wait_us) are no worker's.
+    events = [e for e in events if "wait_us" in e["args"]]
+    workers = sorted({e["tid"] for e in events})
     ends = sorted((e["ts"] + e["dur"], e["tid"]) for e in events)
     end_times = [t for t, _ in ends]
     kinds = ("dispatch", "no work", "hand-over, same worker", "hand-over, other worker")

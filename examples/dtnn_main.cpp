@@ -564,6 +564,7 @@ struct StepArgs {
   bool scatter = false;        // simulate: task durations drawn around their models' means
   std::vector<double> worker_speeds;  // simulate: each simulated CPU worker's speed (empty: all 1)
   bool measure_speeds = false;        // calibrate: each CPU worker's speed against the others (cpu_worker_speeds)
+  double task_overhead_us = -1.0;     // simulate: a CPU worker's time between two tasks (-1: the calibration's)
   std::string trace;
   std::string report;
 };
@@ -575,6 +576,7 @@ struct StepOutcome {
   double network_busy_s = 0.0;  // simulated ranks: seconds of all the allreduces
   std::int64_t allreduces = 0;
   std::vector<double> cpu_worker_speeds;  // with StepArgs::measure_speeds
+  double cpu_task_overhead_us = 0.0;      // with StepArgs::measure_speeds
 };
 
 // Runs the steps on an engine already pointed at the machine folder.
@@ -663,6 +665,7 @@ StepOutcome run_step_args(const StepArgs& a) {
     const double from =
         events.empty() ? 0.0 : first + (last - first) * static_cast<double>(a.warmup) / static_cast<double>(a.steps);
     out.cpu_worker_speeds = dtnn::runtime::cpu_worker_speeds(events, from);
+    out.cpu_task_overhead_us = dtnn::runtime::cpu_task_overhead_us(events, from);
   }
   out.engine = engine.describe();
   out.cuda_workers = engine.cuda_workers();
@@ -717,12 +720,16 @@ int run_calibrate(const StepArgs& a) {
   print_step_result(r, a.batch_size);
   fmt::print("CPU workers' speeds against the mean of the same tasks: {:.3f} (dtnn simulate --worker-speeds)\n",
              fmt::join(out.cpu_worker_speeds, ", "));
+  fmt::print("CPU workers' time between two tasks (median, the next one ready): {:.1f} us (dtnn simulate charges it "
+             "before each task)\n",
+             out.cpu_task_overhead_us);
   doc["host"] = dtnn::runtime::kMachineHost;
   doc["cpu"] = dtnn::runtime::cpu_model_name();
   doc["cores"] = static_cast<int>(std::thread::hardware_concurrency());
   nlohmann::json row = step_result_json(a, r);
   row["cuda_workers"] = out.cuda_workers;
   row["cpu_worker_speeds"] = out.cpu_worker_speeds;
+  row["cpu_task_overhead_us"] = out.cpu_task_overhead_us;
   doc["calibrations"].push_back(row);
   dtnn::runtime::write_machine_file(dir, doc);
   if (!a.report.empty()) {
@@ -814,6 +821,7 @@ int prepare_simulation(const StepArgs& given) {
   // Simulated tasks take their calibrated times: a shape nobody calibrated would stop StarPU in the middle.
   bool calibrated_cpu = false;
   bool calibrated_gpu = false;
+  double calibrated_overhead_us = 0.0;  // the last matching CPU calibration's cpu_task_overhead_us (0: none)
   std::string have;
   for (const auto& c : machine.value("calibrations", nlohmann::json::array())) {
     have += fmt::format("{}{} batch {} tiles {} conv {} fusion {}", have.empty() ? "" : "; ", c.value("model", ""),
@@ -828,6 +836,9 @@ int prepare_simulation(const StepArgs& given) {
     // tasks without a CUDA body); cpu the CPU ones; all both. --device all needs both kinds.
     calibrated_cpu = calibrated_cpu || device != "cuda";
     calibrated_gpu = calibrated_gpu || device != "cpu";
+    if (device != "cuda" && c.contains("cpu_task_overhead_us")) {
+      calibrated_overhead_us = c.at("cpu_task_overhead_us").get<double>();
+    }
   }
   const bool calibrated = a.device == "cpu" ? calibrated_cpu : a.device == "cuda" ? calibrated_gpu
                                                                                   : calibrated_cpu && calibrated_gpu;
@@ -900,6 +911,24 @@ int prepare_simulation(const StepArgs& given) {
   } else {
     unsetenv("DTNN_SIMGRID_WORKER_SPEEDS");
   }
+  // Read by the SimGrid StarPU's patched CPU driver (patch_task_overhead): the measured time between two tasks of a
+  // real worker, on cores of --cpu-speed, in place of StarPU's 1 us per buffer.
+  const double overhead_us = (a.task_overhead_us >= 0.0 ? a.task_overhead_us : calibrated_overhead_us) / a.cpu_speed;
+  if (overhead_us > 0.0) {
+    if (dlsym(RTLD_DEFAULT, "_dtnn_task_overhead_s") == nullptr) {
+      throw InvalidArgument(fmt::format(
+          "--task-overhead-us {}: this SimGrid StarPU cannot charge a time between tasks (a build before dtnn's "
+          "patch), expected one built by the current scripts/build_starpu.sh --simgrid; rebuild it (or "
+          "--task-overhead-us 0)",
+          overhead_us));
+    }
+    setenv("DTNN_SIMGRID_TASK_OVERHEAD_US", fmt::format("{}", overhead_us).c_str(), 1);
+    setenv("STARPU_SIMGRID_FETCHING_INPUT_COST", "0", 1);
+    fmt::print("CPU workers spend {:.1f} us between two tasks ({})\n", overhead_us,
+               a.task_overhead_us >= 0.0 ? "--task-overhead-us" : "the calibration's");
+  } else {
+    unsetenv("DTNN_SIMGRID_TASK_OVERHEAD_US");
+  }
   if (a.ranks > 1) {
     fmt::print("{} data-parallel ranks: this rank's graph, each gradient bucket's allreduce timed as a ring over "
                "links of {} Gb/s and {} us (no byte moves){}\n",
@@ -939,6 +968,8 @@ int run_simulate(const StepArgs& given) {
     doc["scatter"] = a.scatter;
     doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}, {"gpus", gpu ? out.cuda_workers : 0},
                      {"gpu_speed", gpu ? a.gpu_speed : 1.0}, {"worker_speeds", a.worker_speeds}};
+    const char* overhead = std::getenv("DTNN_SIMGRID_TASK_OVERHEAD_US");
+    doc["task_overhead_us"] = overhead != nullptr ? std::stod(overhead) : 0.0;
     doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
                       {"sums_on_cores", a.sums_on_cores},
                       {"bucket_mb", a.bucket_mb}, {"allreduces", out.allreduces},
@@ -1256,6 +1287,11 @@ int dtnn_main(int argc, char** argv) {
                        "speed, as `dtnn calibrate` measures them (its cpu_worker_speeds); default all 1")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  simulate->add_option("--task-overhead-us", sim.task_overhead_us,
+                       "a CPU worker's time between two tasks, charged before each simulated CPU task (divided by "
+                       "--cpu-speed); default the calibration's own measure (its cpu_task_overhead_us, 0 in one "
+                       "without it); 0: StarPU's own 1 us per buffer")
+      ->check(CLI::NonNegativeNumber);
   simulate->add_flag("--scatter", sim.scatter,
                      "each task lasts a draw from a log-normal distribution of its model's mean and deviation (one "
                      "generator seeded by --seed) instead of the mean");

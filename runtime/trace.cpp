@@ -197,4 +197,28 @@ std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, dou
   return speeds;
 }
 
+double cpu_task_overhead_us(const std::vector<TraceEvent>& events, double from_us) {
+  std::map<int, std::vector<const TraceEvent*>> by_worker;
+  for (const TraceEvent& e : events) {
+    if (e.start_us < from_us || e.worker < 0 || e.worker == kCommRow ||
+        starpu_worker_get_type(e.worker) != STARPU_CPU_WORKER) {
+      continue;
+    }
+    by_worker[e.worker].push_back(&e);
+  }
+  std::vector<double> gaps;
+  for (auto& [worker, tasks] : by_worker) {
+    std::sort(tasks.begin(), tasks.end(), [](const auto* a, const auto* b) { return a->start_us < b->start_us; });
+    for (std::size_t i = 1; i < tasks.size(); ++i) {
+      const TraceEvent& prev = *tasks[i - 1];
+      const TraceEvent& e = *tasks[i];
+      if (e.ready_us > 0.0 && e.ready_us <= prev.end_us) gaps.push_back(std::max(0.0, e.start_us - prev.end_us));
+    }
+  }
+  if (gaps.empty()) return 0.0;
+  const auto mid = gaps.begin() + static_cast<std::ptrdiff_t>(gaps.size() / 2);
+  std::nth_element(gaps.begin(), mid, gaps.end());
+  return *mid;
+}
+
 }  // namespace dtnn::runtime

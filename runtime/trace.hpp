@@ -57,4 +57,11 @@ class Tracer {
 // without such tasks, and every worker when there is one, get 1. Needs the engine that ran the tasks.
 [[nodiscard]] std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, double from_us);
 
+// The time a CPU worker spends between two of its tasks when the second was ready before the first ended: the
+// median, over the events that started at or after from_us, of start - previous end on the same CPU worker, for the
+// tasks whose ready_us is at or before that end (StarPU's pop, the previous task's termination and its successors'
+// pushes, the callbacks; not waiting for work). 0 without such a pair. `dtnn calibrate` records it and
+// `dtnn simulate` charges it before each simulated CPU task (docs/simulation.md, "Time between tasks").
+[[nodiscard]] double cpu_task_overhead_us(const std::vector<TraceEvent>& events, double from_us);
+
 }  // namespace dtnn::runtime

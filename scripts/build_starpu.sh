@@ -84,7 +84,7 @@ sudo_cmd=""
 # Everything that changes the result goes into the stamp: a prefix is reused only when it matches.
 # (Bump patch_level when a patch changes; the simulation variant's own patch has its own number.)
 patch_level=2
-[ "$simgrid" = 1 ] && patch_level="$patch_level+sim3"
+[ "$simgrid" = 1 ] && patch_level="$patch_level+sim4"
 options=(
   --prefix="$prefix"
   --enable-maxcpus=256
@@ -394,7 +394,46 @@ s = s.replace(call, call + "\t\tlength = _dtnn_worker_length(workerid, length);\
 open(sim, "w").write(s)
 PY
 }
-[ "$simgrid" = 0 ] || { patch_dmda_decisions; patch_duration_scatter; patch_worker_speeds; }
+# The simulation variant only: DTNN_SIMGRID_TASK_OVERHEAD_US, the time a real CPU worker spends between two of its
+# tasks (StarPU's pop, the previous task's termination and its successors' pushes, the callbacks), charged to the
+# simulated worker before each task, where StarPU 1.3.10 charges 1 us per buffer (STARPU_SIMGRID_FETCHING_INPUT_COST);
+# `dtnn calibrate` measures it (docs/simulation.md, "Time between tasks").
+patch_task_overhead() {
+  python3 - src/drivers/cpu/driver_cpu.c <<'PY'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+fetch = "\t\tres = _starpu_fetch_task_input(task, j, 1);\n"
+head = "int _starpu_cpu_driver_run_once(struct _starpu_worker *cpu_worker)\n"
+if s.count(fetch) != 1 or s.count(head) != 1:
+    sys.exit(f"build_starpu.sh: task overhead patch: expected one fetch and one run_once in {path}")
+s = s.replace(head, """#ifdef STARPU_SIMGRID
+/* dtnn: the simulated worker's time between two tasks, DTNN_SIMGRID_TASK_OVERHEAD_US (0 or unset: none) */
+double _dtnn_task_overhead_s(void);
+double _dtnn_task_overhead_s(void)
+{
+	static double overhead = -1.0;
+	if (overhead < 0.0)
+	{
+		const char *v = starpu_getenv("DTNN_SIMGRID_TASK_OVERHEAD_US");
+		char *end = NULL;
+		overhead = v ? strtod(v, &end) * 1e-6 : 0.0;
+		STARPU_ASSERT_MSG(!v || (end != v && overhead >= 0.0), "DTNN_SIMGRID_TASK_OVERHEAD_US: '%s' is not a non-negative number", v);
+	}
+	return overhead;
+}
+#endif
+
+""" + head)
+s = s.replace(fetch, """#ifdef STARPU_SIMGRID
+		if (_dtnn_task_overhead_s() > 0.0)
+			starpu_sleep(_dtnn_task_overhead_s());
+#endif
+""" + fetch)
+open(path, "w").write(s)
+PY
+}
+[ "$simgrid" = 0 ] || { patch_dmda_decisions; patch_duration_scatter; patch_worker_speeds; patch_task_overhead; }
 
 # Every feature asked for must be there: configure silently drops what it cannot find.
 require_define() {

@@ -544,6 +544,13 @@ TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
   EXPECT_LE(std::min(speeds[0], speeds[1]), 1.0 + 1e-9);
   EXPECT_GE(std::max(speeds[0], speeds[1]), 1.0 - 1e-9);
   EXPECT_NE(r.output.find("CPU workers' speeds against the mean of the same tasks: "), std::string::npos) << r.output;
+  // The workers' time between two tasks (dtnn simulate charges it): real workers never start the next task at the
+  // instant the previous one ends, and a gap of a millisecond would be a worker that was not there.
+  const double overhead = doc.at("calibrations")[0].at("cpu_task_overhead_us").get<double>();
+  EXPECT_GT(overhead, 0.0) << r.output;
+  EXPECT_LT(overhead, 1000.0) << r.output;
+  EXPECT_NE(r.output.find("CPU workers' time between two tasks (median, the next one ready): "), std::string::npos)
+      << r.output;
   // The GPUs' models: where the build has no CUDA codelets or the machine no GPU, an error naming the option, and
   // the folder keeps what it had; on a GPU machine a second calibration, of the CUDA worker.
   const CliRun gpu =

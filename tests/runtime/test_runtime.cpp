@@ -221,6 +221,34 @@ TEST(TracerTest, CpuWorkerSpeedsCompareTheSameShapesOnEachWorker) {
   EXPECT_EQ(runtime::cpu_worker_speeds({task("a", 0, w0, 10, 100)}, 0.0), (std::vector<double>{1.0, 1.0}));
 }
 
+// The time between tasks `dtnn calibrate` records: the median gap from a CPU worker's task to its next one, over the
+// pairs whose second task was ready before the first ended (a worker waiting for work says nothing of its overhead).
+TEST(TracerTest, CpuTaskOverheadIsTheMedianGapToAReadyNextTask) {
+  const int w0 = starpu_worker_get_by_devid(STARPU_CPU_WORKER, 0);
+  const int w1 = starpu_worker_get_by_devid(STARPU_CPU_WORKER, 1);
+  auto task = [](int worker, double ready, double start, double end) {
+    runtime::TraceEvent e;
+    e.name = "t";
+    e.worker = worker;
+    e.ready_us = ready;
+    e.start_us = start;
+    e.end_us = end;
+    return e;
+  };
+  // Worker 0: gaps 10 (ready at 50, before the end at 100) and 20; then a task made ready only at 400 after the end at
+  // 300 (idle, left out). Worker 1, listed out of order: a gap of 30. The first event starts before from_us.
+  std::vector<runtime::TraceEvent> events = {
+      task(w0, 1, 5, 6),       task(w0, 0, 10, 100),     task(w0, 50, 110, 200), task(w0, 150, 220, 300),
+      task(w0, 400, 405, 500), task(w1, 900, 930, 1000), task(w1, 0, 20, 900)};
+  EXPECT_DOUBLE_EQ(runtime::cpu_task_overhead_us(events, 8.0), 20.0);
+  // Without the first worker's second pair: gaps 10 and 30, the upper median.
+  events.erase(events.begin() + 3);
+  EXPECT_DOUBLE_EQ(runtime::cpu_task_overhead_us(events, 8.0), 30.0);
+  // No task ready before its worker's previous one ended (or no ready time at all): 0.
+  EXPECT_DOUBLE_EQ(runtime::cpu_task_overhead_us({task(w0, 0, 10, 100), task(w0, 0, 110, 200)}, 0.0), 0.0);
+  EXPECT_DOUBLE_EQ(runtime::cpu_task_overhead_us({task(w0, 0, 10, 100), task(w0, 150, 160, 200)}, 0.0), 0.0);
+}
+
 TEST(TracerTest, UnwritableFileIsADataErrorNamingIt) {
   try {
     runtime::Tracer::write_chrome_trace("/nonexistent-dir/trace.json");

@@ -279,6 +279,45 @@ TEST(SimulationTest, WorkerSpeedsSlowTheTasksOfTheirWorkers) {
   fs::remove_all(machine);
 }
 
+// The time a real CPU worker spends between two tasks (`dtnn calibrate` measures it: cpu_task_overhead_us) is
+// charged before each simulated task, in place of StarPU's 1 us per buffer; by default the calibration's own.
+TEST(SimulationTest, TaskOverheadIsChargedBeforeEachTask) {
+  const fs::path machine = machine_copy("overhead");
+  auto run = [&](const std::string& options) {
+    const fs::path report = temp_path("overhead.json");
+    const CliRun r = dtnn(kRun + "--tiles 2 --workers 1 --machine " + machine.string() + " --report " +
+                          report.string() + " " + options);
+    EXPECT_EQ(r.status, 0) << r.output;
+    nlohmann::json doc = r.status == 0 ? read_json(report) : nlohmann::json{{"step_ms", 0.0}, {"tasks", 0}};
+    fs::remove(report);
+    return doc;
+  };
+  // tests/data/machine-zen5 predates the measure: no overhead of its own.
+  const auto base = run("");
+  EXPECT_EQ(base.at("task_overhead_us"), 0.0);
+  const auto charged = run("--task-overhead-us 100");
+  EXPECT_EQ(charged.at("task_overhead_us"), 100.0);
+  // One worker runs the N tasks of a step one after the other: 100 us more a task grows the step by N x 0.1 ms,
+  // and 100 us against none by N x 0.1 ms less StarPU's own 1 us a buffer, which the overhead replaces.
+  const double step_ms = base.at("step_ms").get<double>();
+  const double grown = charged.at("step_ms").get<double>() - step_ms;
+  const double tasks = (run("--task-overhead-us 200").at("step_ms").get<double>() - step_ms - grown) / 0.1;
+  EXPECT_GT(tasks, 40.0);  // simplecnn in 2 tiles: about 60 tasks a step
+  EXPECT_LT(tasks, 80.0);
+  EXPECT_LT(grown, tasks * 0.1);
+  EXPECT_GT(grown, tasks * (0.1 - 0.006));  // at most 6 buffers a task
+  // A calibration that measured it is charged by default, on cores of --cpu-speed at that speed.
+  nlohmann::json doc = read_json(machine / "machine.json");
+  doc.at("calibrations")[0]["cpu_task_overhead_us"] = 100.0;
+  std::ofstream(machine / "machine.json") << doc.dump(2);
+  const auto calibrated = run("");
+  EXPECT_EQ(calibrated.at("task_overhead_us"), 100.0);
+  EXPECT_DOUBLE_EQ(calibrated.at("step_ms").get<double>(), charged.at("step_ms").get<double>());
+  EXPECT_EQ(run("--cpu-speed 2").at("task_overhead_us"), 50.0);
+  EXPECT_DOUBLE_EQ(run("--task-overhead-us 0").at("step_ms").get<double>(), base.at("step_ms").get<double>());
+  fs::remove_all(machine);
+}
+
 std::size_t derived_folders() {
   std::size_t n = 0;
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
