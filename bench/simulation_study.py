@@ -12,7 +12,9 @@ Per model, in each of --reps rounds: per number of busy cores (1, 2) an untimed 
 calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>; then, alternating the configurations, `dtnn train` on
 synthetic data (median step time of the second half of the steps, from the report's step_seconds) and
 `build-simgrid/bin/dtnn simulate` on that round's calibration with as many busy cores (ranks x workers). A row's
-error is the median of its rounds' errors. The ranks' network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
+error is the median of its rounds' errors. Each row is predicted with durations at their models' means on cores
+alike, with the calibrated cores' speeds (--worker-speeds), with scattered durations (--scatter), and with the speeds
+but without the calibration's time between tasks (--task-overhead-us 0). The ranks' network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
 --lock takes /work/locks/quiet.lock around every timed command (calibration, real runs), one at a time.
 Writes OUT.json and OUT.md.
 """
@@ -106,13 +108,15 @@ def core_speeds(machine, c):
 def predict(model, machine, c, net):
     """A validation configuration c = (workers, scheduler, ranks) simulated on one calibration: the report with
     durations at their models' means on cores alike, the step with the calibrated cores' speeds (core_speeds; the
-    means' where there are none), and the step with scattered durations (SCATTER)."""
+    means' where there are none), the step with scattered durations (SCATTER), the speeds, and the step with the
+    speeds but without the calibration's time between tasks (--task-overhead-us 0: StarPU's own 1 us a buffer)."""
     net = validation_network(net)
     doc = simulate(model, machine, c[0], c[1], c[2], net)
     speeds = core_speeds(machine, c)
-    speeds_ms = (simulate(model, machine, c[0], c[1], c[2], net, ("--worker-speeds", ",".join(map(str, speeds))))
-                 ["step_ms"] if speeds else doc["step_ms"])
-    return doc, speeds_ms, simulate(model, machine, c[0], c[1], c[2], net, SCATTER)["step_ms"], speeds
+    with_speeds = ("--worker-speeds", ",".join(map(str, speeds))) if speeds else ()
+    speeds_ms = simulate(model, machine, c[0], c[1], c[2], net, with_speeds)["step_ms"] if speeds else doc["step_ms"]
+    bare_ms = simulate(model, machine, c[0], c[1], c[2], net, (*with_speeds, "--task-overhead-us", "0"))["step_ms"]
+    return doc, speeds_ms, simulate(model, machine, c[0], c[1], c[2], net, SCATTER)["step_ms"], speeds, bare_ms
 
 
 def simulate(model, machine, workers, sched, ranks=1, net=None, extra=()):
@@ -282,28 +286,35 @@ def row(model, c, batch, tiles, measured, runs):
     """A validation row from its rounds' measured steps and predictions (predict's, one per round): the errors of
     the predictions with durations at their means on cores alike, with the calibrated cores' speeds, and with
     scattered durations; a row's error is the median of its rounds' (each round against its own calibration)."""
-    predicted = [d["step_ms"] for d, _, _, _ in runs]
-    speeds_ms = [ms for _, ms, _, _ in runs]
-    scattered = [ms for _, _, ms, _ in runs]
+    predicted = [run[0]["step_ms"] for run in runs]
+    speeds_ms = [run[1] for run in runs]
+    scattered = [run[2] for run in runs]
+    bare = [run[4] for run in runs]
 
     def errors_of(p):
         return [x / m - 1.0 for x, m in zip(p, measured)]
     errors, speeds_errors, scatter_errors = errors_of(predicted), errors_of(speeds_ms), errors_of(scattered)
+    bare_errors = errors_of(bare)
     r = {"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
          "calibration_workers": c[0] * c[2], "tiles": tiles, "measured_ms": statistics.median(measured),
          "measured_runs_ms": measured, "predicted_ms": statistics.median(predicted), "predicted_runs_ms": predicted,
          "errors": errors, "error": statistics.median(errors),
-         "predicted_utilisation": [[w["utilisation"] for w in d["worker_use"]] for d, _, _, _ in runs],
-         "worker_speeds": [sp for _, _, _, sp in runs],
+         "predicted_utilisation": [[w["utilisation"] for w in run[0]["worker_use"]] for run in runs],
+         "worker_speeds": [run[3] for run in runs],
+         "task_overhead_us": [run[0].get("task_overhead_us", 0.0) for run in runs],
+         "predicted_bare_ms": statistics.median(bare), "predicted_bare_runs_ms": bare, "bare_errors": bare_errors,
+         "bare_error": statistics.median(bare_errors),
          "predicted_speeds_ms": statistics.median(speeds_ms), "predicted_speeds_runs_ms": speeds_ms,
          "speeds_errors": speeds_errors, "speeds_error": statistics.median(speeds_errors),
          "predicted_scatter_ms": statistics.median(scattered), "predicted_scatter_runs_ms": scattered,
          "scatter_errors": scatter_errors, "scatter_error": statistics.median(scatter_errors)}
+    overheads = ", ".join(f"{us:.1f}" for us in r["task_overhead_us"])
     print(f"{model:18} {c[2]}x{c[0]} {c[1]:6} measured {r['measured_ms']:8.1f} ms  predicted "
           f"{r['predicted_ms']:8.1f} ms  error {100 * r['error']:+6.1f}%; calibrated core speeds "
           f"{r['predicted_speeds_ms']:8.1f} ms error {100 * r['speeds_error']:+6.1f}% (rounds: "
           f"{', '.join(f'{100 * e:+.1f}%' for e in speeds_errors)}); scattered {r['predicted_scatter_ms']:8.1f} ms "
-          f"error {100 * r['scatter_error']:+6.1f}%", flush=True)
+          f"error {100 * r['scatter_error']:+6.1f}%; without the time between tasks ({overheads} us) "
+          f"{r['predicted_bare_ms']:8.1f} ms error {100 * r['bare_error']:+6.1f}%", flush=True)
     return r
 
 
@@ -395,16 +406,20 @@ def write_validation(a, cpu, net, rows):
                 f"{net['link_gbps']:.2f} Gb/s, {net['link_latency_us']:.2f} us\n\n")
         f.write("| model | batch | ranks x workers | scheduler | measured ms (median) | runs | predicted ms, cores "
                 "alike | error | predicted ms, calibrated core speeds | error | error per round | predicted ms, "
-                "scattered | error |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                "scattered | error | time between tasks, us | predicted ms, core speeds without it | error |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             # Rows kept from a run before the core speeds have no such prediction.
             speeds = (f"{r['predicted_speeds_ms']:.1f} | {100 * r['speeds_error']:+.1f}% | "
                       f"{', '.join(f'{100 * e:+.1f}%' for e in r['speeds_errors'])}" if "speeds_errors" in r
                       else "(not predicted) | | ")
+            # Rows kept from a run before the time between tasks have no prediction without it.
+            bare = (f"{', '.join(f'{us:.1f}' for us in r['task_overhead_us'])} | {r['predicted_bare_ms']:.1f} | "
+                    f"{100 * r['bare_error']:+.1f}%" if "bare_errors" in r else "(not measured) | | ")
             f.write(f"| {r['model']} | {r['batch']} | {r['ranks']} x {r['workers']} | {r['scheduler']} | "
                     f"{r['measured_ms']:.1f} | {', '.join(f'{x:.1f}' for x in r['measured_runs_ms'])} | "
                     f"{r['predicted_ms']:.1f} | {100 * r['error']:+.1f}% | {speeds} | "
-                    f"{r['predicted_scatter_ms']:.1f} | {100 * r['scatter_error']:+.1f}% |\n")
+                    f"{r['predicted_scatter_ms']:.1f} | {100 * r['scatter_error']:+.1f}% | {bare} |\n")
     print(f"wrote {a.out}.json and .md")
 
 
