@@ -9,7 +9,8 @@ MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
                             [--resimulate]
 
 Per model, in each of --reps rounds: per number of busy cores (1, 2) an untimed calibration, then `build/bin/dtnn
-calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>; then, alternating the configurations, `dtnn train` on
+calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>, and the same under `mpirun -np 2` with one worker per
+rank into OUT/machines/<model>-ranks2-r<round> (rank 0's models, for the 2-rank rows); then, alternating the configurations, `dtnn train` on
 synthetic data (median step time of the second half of the steps, from the report's step_seconds) and
 `build-simgrid/bin/dtnn simulate` on that round's calibration with as many busy cores (ranks x workers). A row's
 error is the median of its rounds' errors. Each row is predicted with durations at their models' means on cores
@@ -262,18 +263,26 @@ def gpu_scaling(a):
     print(f"wrote {a.out}_gpu_scaling.json and .md")
 
 
-def calibrate(model, busy, rep, machines, a):
-    """Round rep's calibration with `busy` workers (lws) into machines/<model>-w<busy>-r<rep>, after an untimed
-    one: on this VM the first second of work after a pause runs up to 40% slower (simplecnn, 1 worker: a
-    calibration of 0.85 s measured 29.5 ms a step, the next one 20.9 ms), and a calibration that short would keep
-    the cold durations in its models."""
+def calibration_name(model, busy, rep, ranks=1):
+    """The folder of round rep's calibration with `busy` workers in one process, or of `ranks` ranks x 1 worker."""
+    return f"{model}-w{busy}-r{rep}" if ranks == 1 else f"{model}-ranks{ranks}-r{rep}"
+
+
+def calibrate(model, busy, rep, machines, a, ranks=1):
+    """Round rep's calibration (lws) into machines/<calibration_name>: `busy` workers in one process, or under
+    mpirun `ranks` ranks of one worker each summing their gradients (rank 0's models: its tasks as they last beside
+    its driver and communication thread on its core), after an untimed one: on this VM the first second of work
+    after a pause runs up to 40% slower (simplecnn, 1 worker: a calibration of 0.85 s measured 29.5 ms a step, the
+    next one 20.9 ms), and a calibration that short would keep the cold durations in its models."""
     batch, tiles, cal_steps, _ = SETUP[model]
-    machine = os.path.join(machines, f"{model}-w{busy}-r{rep}")
+    machine = os.path.join(machines, calibration_name(model, busy, rep, ranks))
     run(["rm", "-rf", machine])
-    args = ["--batch-size", str(batch), "--tiles", str(tiles), "--workers", str(busy), "--steps", str(cal_steps)]
+    workers = busy if ranks == 1 else 1
+    launch = [REAL] if ranks == 1 else MPIRUN[:2] + [str(ranks)] + MPIRUN[3:] + [REAL]
+    args = ["--batch-size", str(batch), "--tiles", str(tiles), "--workers", str(workers), "--steps", str(cal_steps)]
     with tempfile.TemporaryDirectory() as cold:
-        run(locked([REAL, "calibrate", "--model", model, "--out", os.path.join(cold, "m"), *args], a.lock))
-    print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, *args], a.lock)), flush=True)
+        run(locked(launch + ["calibrate", "--model", model, "--out", os.path.join(cold, "m"), *args], a.lock))
+    print(run(locked(launch + ["calibrate", "--model", model, "--out", machine, *args], a.lock)), flush=True)
     return machine
 
 
@@ -296,7 +305,7 @@ def row(model, c, batch, tiles, measured, runs):
     errors, speeds_errors, scatter_errors = errors_of(predicted), errors_of(speeds_ms), errors_of(scattered)
     bare_errors = errors_of(bare)
     r = {"model": model, "workers": c[0], "scheduler": c[1], "ranks": c[2], "batch": batch,
-         "calibration_workers": c[0] * c[2], "tiles": tiles, "measured_ms": statistics.median(measured),
+         "calibration_workers": c[0] * c[2], "calibration_ranks": c[2], "tiles": tiles, "measured_ms": statistics.median(measured),
          "measured_runs_ms": measured, "predicted_ms": statistics.median(predicted), "predicted_runs_ms": predicted,
          "errors": errors, "error": statistics.median(errors),
          "predicted_utilisation": [[w["utilisation"] for w in run[0]["worker_use"]] for run in runs],
@@ -358,7 +367,9 @@ def main():
         batch, tiles, _, _ = SETUP[model]
         # One calibration per number of busy cores: a task takes longer while the other core works too (memory
         # bandwidth, shared cache, clocks; simplecnn's tasks 17% longer with 2 workers than with 1), so a
-        # configuration is simulated with the models of a run that kept as many cores busy (ranks x workers).
+        # configuration is simulated with the models of a run that kept as many cores busy (ranks x workers), in
+        # the same layout: the 2-rank rows with those of a calibration of 2 ranks, whose tasks share their cores
+        # with each rank's driver and communication thread (simplecnn's tasks 10% longer than in one process).
         # And one per round: this VM's speed drifts by up to 30% over minutes (simplecnn's single-worker step
         # measured 21-22 ms in one round and 28-29 in another, docs/simulation.md), so each round's runs are
         # predicted from the calibrations taken just before them; a row's error is the median of its rounds'.
@@ -366,12 +377,13 @@ def main():
         measured = {c: [] for c in configs}
         predicted = {c: [] for c in configs}
         for rep in range(a.reps):
-            machine_of = {busy: calibrate(model, busy, rep, machines, a) for busy in (1, 2)}
+            machine_of = {(busy, 1): calibrate(model, busy, rep, machines, a) for busy in (1, 2)}
+            machine_of[(1, 2)] = calibrate(model, 2, rep, machines, a, ranks=2)
             for c in (configs if rep % 2 == 0 else list(reversed(configs))):
                 measured[c].append(measure(model, c[0], c[1], c[2], a))
                 print(f"  {model} {c}: {measured[c][-1]:.1f} ms", flush=True)
             for c in configs:
-                predicted[c].append(predict(model, machine_of[c[0] * c[2]], c, net))
+                predicted[c].append(predict(model, machine_of[(c[0], c[2])], c, net))
         for c in configs:
             rows.append(row(model, c, batch, tiles, measured[c], predicted[c]))
     # Rows of the models not run this time are kept from an earlier run.
@@ -389,8 +401,9 @@ def resimulate(a):
     machines = os.path.join(os.path.dirname(a.out), "machines")
     for r in doc["rows"]:
         c = (r["workers"], r["scheduler"], r["ranks"])
-        runs = [predict(r["model"], os.path.join(machines, f"{r['model']}-w{r['calibration_workers']}-r{k}"), c,
-                        doc["network"]) for k in range(len(r["measured_runs_ms"]))]
+        runs = [predict(r["model"], os.path.join(machines, calibration_name(
+            r["model"], r["calibration_workers"], k, r.get("calibration_ranks", 1))), c, doc["network"])
+            for k in range(len(r["measured_runs_ms"]))]
         new = row(r["model"], c, r["batch"], r["tiles"], r["measured_runs_ms"], runs)
         r.clear()
         r.update(new)

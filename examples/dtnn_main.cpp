@@ -579,8 +579,9 @@ struct StepOutcome {
   double cpu_task_overhead_us = 0.0;      // with StepArgs::measure_speeds
 };
 
-// Runs the steps on an engine already pointed at the machine folder.
-StepOutcome run_step_args(const StepArgs& a) {
+// Runs the steps on an engine already pointed at the machine folder. mpi: a calibration under mpirun, whose ranks
+// sum their gradients for real (null, or a world of one: this process alone).
+StepOutcome run_step_args(const StepArgs& a, const dtnn::runtime::Mpi* mpi = nullptr) {
   const dtnn::models::ModelInfo& info = dtnn::models::find(a.model);
   const bool gpu = a.device != "cpu";
   if (gpu && !dtnn::runtime::built_with_cuda()) {
@@ -618,11 +619,15 @@ StepOutcome run_step_args(const StepArgs& a) {
   const dtnn::io::Dataset data =
       dtnn::io::synthetic_dataset(static_cast<int>(2 * a.batch_size), static_cast<int>(in[0]), static_cast<int>(in[1]),
                                   static_cast<int>(in[2]), info.classes, a.seed);
+  // The ranks of a calibration under mpirun: each bucket's gradients summed over them as `dtnn train` sums them,
+  // so that the tasks' durations are those of a rank sharing its node and cores with the others, its driver and
+  // its communication thread.
+  std::optional<dtnn::DataParallelRun> ranks;
   std::unique_ptr<dtnn::Optimizer> optimizer = dtnn::make_default_optimizer(dtnn::OptimizerConfig{});
   auto step_options = dtnn::TrainStepOptions().tiles(a.tiles).seed(a.seed);
-  // The other ranks: this rank's graph with each bucket's allreduce timed by the network model.
+  // The other ranks of a simulation: this rank's graph with each bucket's allreduce timed by the network model.
   std::unique_ptr<dtnn::runtime::SimulatedNetwork> network;
-  if (a.ranks > 1) {
+  if (a.ranks > 1 && mpi == nullptr) {
     dtnn::runtime::NetworkModel net;
     net.ranks = a.ranks;
     // With GPUs the sums acquire the gradients on the first GPU's memory, as NCCL reduces device buffers.
@@ -638,6 +643,14 @@ StepOutcome run_step_args(const StepArgs& a) {
         a.tail_buckets);
     step_options.data_parallel(dp);
   }
+  if (mpi != nullptr && mpi->active()) {
+    auto parallel = dtnn::DataParallelOptions().buckets(
+        dtnn::BucketOptions().bytes(static_cast<std::size_t>(a.bucket_mb * 1024 * 1024)).tail_buckets(a.tail_buckets));
+    parallel.agreement(fmt::format("model={} conv={} fusion={} batch={} tiles={} steps={} warmup={} seed={}", a.model,
+                                   a.conv, a.fusion, a.batch_size, a.tiles, a.steps, a.warmup, a.seed));
+    ranks.emplace(*mpi, model, parallel);
+    step_options.data_parallel(ranks->data_parallel());
+  }
   const bool tracing = !a.trace.empty() || a.measure_speeds;
   if (tracing) dtnn::runtime::Tracer::start();
   StepOutcome out;
@@ -649,6 +662,7 @@ StepOutcome run_step_args(const StepArgs& a) {
     out.network_busy_s = network->busy_seconds();
     out.allreduces = network->sums();
   }
+  if (ranks) ranks->wait_idle();
   if (tracing) {
     dtnn::runtime::Tracer::stop();
     if (!a.trace.empty()) dtnn::runtime::Tracer::write_chrome_trace(a.trace);
@@ -706,16 +720,33 @@ int run_calibrate(const StepArgs& a) {
     throw InvalidArgument("calibrate: this is the simulation build (DTNN_SIMGRID), whose codelets never run; "
                           "calibrate with the normal build (build/bin/dtnn calibrate)");
   }
-  const fs::path dir = a.folder;
+  // Under mpirun every rank runs the steps and sums its gradients with the others, as `dtnn train` does: rank 0
+  // calibrates into the folder, the others' models (the same tasks on their own cores) go to a folder of their own
+  // that is removed at the end.
+  const dtnn::runtime::Mpi mpi;
+  struct Scratch {
+    fs::path dir;
+    ~Scratch() {
+      std::error_code ignored;
+      if (!dir.empty()) fs::remove_all(dir, ignored);
+    }
+  } scratch;
+  if (mpi.rank() > 0) {
+    scratch.dir = fs::temp_directory_path() / fmt::format("dtnn-calibrate-{}-rank{}", ::getpid(), mpi.rank());
+  }
+  const fs::path dir = scratch.dir.empty() ? fs::path(a.folder) : scratch.dir;
   dtnn::runtime::use_machine_folder(dir, 1);
   // Every task's duration goes into its model's history (without it, lws never measures).
   setenv("STARPU_CALIBRATE", "1", 1);
   nlohmann::json doc = dtnn::runtime::read_machine_file(dir);
   StepArgs measured = a;
   measured.measure_speeds = true;
-  const StepOutcome out = run_step_args(measured);
+  measured.ranks = mpi.size();
+  const StepOutcome out = run_step_args(measured, &mpi);
+  if (mpi.rank() > 0) return 0;
   const dtnn::StepRunResult& r = out.result;
-  fmt::print("dtnn calibrate: {} on {} ({}) into {}\n", a.model, dtnn::runtime::cpu_model_name(), out.engine,
+  fmt::print("dtnn calibrate: {} on {} ({}{}) into {}\n", a.model, dtnn::runtime::cpu_model_name(), out.engine,
+             mpi.active() ? fmt::format("; rank 0 of {} MPI ranks, gradients summed over them", mpi.size()) : "",
              dir.string());
   print_step_result(r, a.batch_size);
   fmt::print("CPU workers' speeds against the mean of the same tasks: {:.3f} (dtnn simulate --worker-speeds)\n",
@@ -726,7 +757,7 @@ int run_calibrate(const StepArgs& a) {
   doc["host"] = dtnn::runtime::kMachineHost;
   doc["cpu"] = dtnn::runtime::cpu_model_name();
   doc["cores"] = static_cast<int>(std::thread::hardware_concurrency());
-  nlohmann::json row = step_result_json(a, r);
+  nlohmann::json row = step_result_json(measured, r);
   row["cuda_workers"] = out.cuda_workers;
   row["cpu_worker_speeds"] = out.cpu_worker_speeds;
   row["cpu_task_overhead_us"] = out.cpu_task_overhead_us;

@@ -403,6 +403,36 @@ TEST(CliMpiTest, TwoRanksAgreeOnTheWeights) {
   EXPECT_EQ(doc.at("weights_checksums")[0], doc.at("weights_checksums")[1]);
 }
 
+std::size_t rank_scratch_folders() {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+    if (e.path().filename().string().rfind("dtnn-calibrate-", 0) == 0) ++n;
+  }
+  return n;
+}
+
+// A calibration under mpirun (docs/simulation.md, for simulations of ranks that share a node's cores): every rank
+// runs the steps and sums its gradients, rank 0 writes the folder and reports, the other ranks' models go nowhere.
+TEST(CliMpiTest, CalibrationOfTwoRanksIsRank0sWithTheRanksRecorded) {
+  const fs::path dir = temp_path("machine-ranks");
+  fs::remove_all(dir);
+  const std::size_t scratch_before = rank_scratch_folders();
+  const CliRun r = mpirun("-np 2 " + exe() + " calibrate --model simplecnn --batch-size 16 --steps 12 --workers 1 --out " +
+                          dir.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string said = "rank 0 of 2 MPI ranks, gradients summed over them";
+  const auto first = r.output.find(said);
+  ASSERT_NE(first, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(said, first + 1), std::string::npos) << "one report, rank 0's\n" << r.output;
+  const auto doc = read_json(dir / "machine.json");
+  ASSERT_EQ(doc.at("calibrations").size(), 1u);
+  EXPECT_EQ(doc.at("calibrations")[0].at("ranks"), 2);
+  EXPECT_EQ(doc.at("calibrations")[0].at("workers"), 1);
+  EXPECT_TRUE(fs::exists(dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45" / "sgd_update.dtnn-machine"));
+  EXPECT_EQ(rank_scratch_folders(), scratch_before);
+  fs::remove_all(dir);
+}
+
 // Rank 1 gets `rank1_extra` on top of rank 0's arguments: the start-up hash check must fail on both ranks,
 // naming rank 1.
 void expect_rank1_named_as_different(const std::string& rank1_extra) {
