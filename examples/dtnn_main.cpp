@@ -559,6 +559,8 @@ struct StepArgs {
   int cpus = 0;            // simulate: CPU cores of the target (0: the calibrated machine's)
   double cpu_speed = 1.0;  // simulate: the target's cores against the calibrated ones
   double gpu_speed = 1.0;  // simulate: the target's GPUs against the calibrated one
+  double bus_gbps = 0.0;         // simulate: each GPU's link to the host, Gb/s (0: the calibrated one's)
+  double bus_latency_us = -1.0;  // simulate: its latency (negative: the calibrated one's)
   std::string device = "cpu";  // where the tasks run (cpu, cuda, all)
   int gpus = -1;               // CUDA workers with --device cuda|all (-1: every GPU, simulated or real)
   bool scatter = false;        // simulate: task durations drawn around their models' means
@@ -838,6 +840,12 @@ int prepare_simulation(const StepArgs& given) {
     throw InvalidArgument(fmt::format("--device {}, expected cpu, cuda or all", a.device));
   }
   const bool gpu = a.device != "cpu";
+  const bool bus = a.bus_gbps > 0.0 || a.bus_latency_us >= 0.0;
+  if (bus && !gpu) {
+    throw InvalidArgument(fmt::format("--bus-gbps {} / --bus-latency-us {} with --device {}: the bus is the GPUs' link "
+                                      "to the host, expected --device cuda or all",
+                                      a.bus_gbps, a.bus_latency_us, a.device));
+  }
   if (a.sums_on_cores && (a.ranks < 2 || gpu)) {
     throw InvalidArgument(fmt::format("--sums-on-cores with --ranks {} and --device {}: the gradient sums of CPU "
                                       "ranks, expected --ranks 2 or more and --device cpu",
@@ -897,15 +905,22 @@ int prepare_simulation(const StepArgs& given) {
   }
   // More GPUs than the calibrated machine had are copies of its GPU 0 (runtime::derive_machine_folder).
   const int target_gpus = gpu && a.gpus > calibrated_gpus ? a.gpus : 0;
-  if (a.cpus > 0 || a.cpu_speed != 1.0 || target_gpus > 0 || (gpu && a.gpu_speed != 1.0)) {
+  if (a.cpus > 0 || a.cpu_speed != 1.0 || target_gpus > 0 || (gpu && a.gpu_speed != 1.0) || bus) {
     derived.dir = fs::temp_directory_path() / fmt::format("dtnn-target-{}", ::getpid());
     dtnn::runtime::derive_machine_folder(
-        dir, derived.dir, dtnn::runtime::TargetMachine{a.cpus, a.cpu_speed, target_gpus, gpu ? a.gpu_speed : 1.0});
+        dir, derived.dir,
+        dtnn::runtime::TargetMachine{a.cpus, a.cpu_speed, target_gpus, gpu ? a.gpu_speed : 1.0, a.bus_gbps,
+                                     a.bus_latency_us});
     dtnn::runtime::use_machine_folder(derived.dir, 0);
-    fmt::print("target machine: {} CPU cores at {} times the calibrated cores' speed{}\n",
+    fmt::print("target machine: {} CPU cores at {} times the calibrated cores' speed{}{}\n",
                a.cpus > 0 ? fmt::format("{}", a.cpus) : "the calibrated machine's", a.cpu_speed,
                gpu ? fmt::format(", {} GPUs at {} times the calibrated GPU's speed",
                                  target_gpus > 0 ? target_gpus : calibrated_gpus, a.gpu_speed)
+                   : "",
+               bus ? fmt::format(", each linked to the host at {} and {}",
+                                 a.bus_gbps > 0.0 ? fmt::format("{} Gb/s", a.bus_gbps) : "the calibrated bandwidth",
+                                 a.bus_latency_us >= 0.0 ? fmt::format("{} us", a.bus_latency_us)
+                                                         : "the calibrated latency")
                    : "");
   }
   // Every simulated GPU takes the models of the calibrated GPU 0 (StarPU keys CUDA models by device otherwise).
@@ -998,7 +1013,8 @@ int run_simulate(const StepArgs& given) {
     doc["simulated"] = true;
     doc["scatter"] = a.scatter;
     doc["target"] = {{"cpus", a.cpus}, {"cpu_speed", a.cpu_speed}, {"gpus", gpu ? out.cuda_workers : 0},
-                     {"gpu_speed", gpu ? a.gpu_speed : 1.0}, {"worker_speeds", a.worker_speeds}};
+                     {"gpu_speed", gpu ? a.gpu_speed : 1.0}, {"worker_speeds", a.worker_speeds},
+                     {"bus_gbps", a.bus_gbps}, {"bus_latency_us", a.bus_latency_us}};
     const char* overhead = std::getenv("DTNN_SIMGRID_TASK_OVERHEAD_US");
     doc["task_overhead_us"] = overhead != nullptr ? std::stod(overhead) : 0.0;
     doc["network"] = {{"link_gbps", a.link_gbps}, {"link_latency_us", a.link_latency_us},
@@ -1292,6 +1308,14 @@ int dtnn_main(int argc, char** argv) {
   simulate->add_option("--gpu-speed", sim.gpu_speed, "the target's GPUs against the calibrated one (every CUDA "
                                                      "task's calibrated time is divided by it)")
       ->capture_default_str();
+  simulate->add_option("--bus-gbps", sim.bus_gbps,
+                       "with --device cuda|all: each GPU's link to the host's memory, Gb/s each way (in the platform "
+                       "SimGrid moves the data over and in the bus files the dm* schedulers predict with); default "
+                       "the calibrated GPU's")
+      ->check(CLI::PositiveNumber);
+  simulate->add_option("--bus-latency-us", sim.bus_latency_us,
+                       "with --device cuda|all: that link's latency, us; default the calibrated GPU's")
+      ->check(CLI::NonNegativeNumber);
   simulate->add_option("--ranks", sim.ranks, "data-parallel ranks (one simulated; the others' allreduces on a "
                                              "simulated network)")
       ->check(CLI::Range(1, 65536))

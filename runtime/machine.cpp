@@ -3,6 +3,7 @@
 
 #include <starpu.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -256,8 +257,18 @@ void derive_machine_folder(const fs::path& calibrated, const fs::path& out, cons
   if (!(target.gpu_speed > 0.0)) {
     throw InvalidArgument(fmt::format("--gpu-speed {}, expected > 0 (1: the calibrated GPU)", target.gpu_speed));
   }
+  const bool bus = target.bus_gbps > 0.0 || target.bus_latency_us >= 0.0;
+  if (target.bus_gbps < 0.0 || !std::isfinite(target.bus_gbps) || !std::isfinite(target.bus_latency_us)) {
+    throw InvalidArgument(fmt::format("--bus-gbps {}, expected > 0 (or 0: the calibrated GPU's link)", target.bus_gbps));
+  }
   use_machine_folder(calibrated, 0);
   const int calibrated_gpus = machine_gpus(calibrated);
+  if (bus && calibrated_gpus == 0) {
+    throw InvalidArgument(fmt::format("--bus-gbps/--bus-latency-us: machine folder '{}' has no GPU calibration, "
+                                      "expected one written by `dtnn calibrate --device cuda` (the bus is the GPUs' "
+                                      "link to the host)",
+                                      calibrated.string()));
+  }
   if (target.gpus > 0 && calibrated_gpus == 0) {
     throw InvalidArgument(fmt::format("--gpus {}: machine folder '{}' has no GPU calibration, expected one written by "
                                       "`dtnn calibrate --device cuda` (the CUDA build on a GPU machine)",
@@ -279,20 +290,31 @@ void derive_machine_folder(const fs::path& calibrated, const fs::path& out, cons
   }
   const int cpus = target.cpus > 0 ? target.cpus : machine_cpus(calibrated);
   const int gpus = target.gpus > 0 ? target.gpus : calibrated_gpus;
-  if (target.cpus > 0 || target.gpus > 0) {
-    const fs::path bus = sampling(out) / "bus";
-    const GpuLink g = gpus > 0 ? calibrated_gpu(calibrated) : GpuLink{};
-    write_text_file(bus / fmt::format("{}.platform.v4.xml", kMachineHost), platform(cpus, gpus, g), "platform");
+  if (target.cpus > 0 || target.gpus > 0 || bus) {
+    const fs::path bus_dir = sampling(out) / "bus";
+    GpuLink g = gpus > 0 ? calibrated_gpu(calibrated) : GpuLink{};
+    // The target's bus, both ways: in the platform (what SimGrid moves the data over) and in StarPU's files (what
+    // the dm* schedulers predict the transfers with).
+    if (target.bus_gbps > 0.0) {
+      g.down_bps = g.up_bps = target.bus_gbps * 1e9 / 8.0;
+      g.down_mbps = g.up_mbps = target.bus_gbps * 1e3 / 8.0;
+    }
+    if (target.bus_latency_us >= 0.0) {
+      g.down_s = g.up_s = target.bus_latency_us * 1e-6;
+      g.down_us = g.up_us = target.bus_latency_us;
+    }
+    write_text_file(bus_dir / fmt::format("{}.platform.v4.xml", kMachineHost), platform(cpus, gpus, g), "platform");
     if (gpus > 0) {
-      write_text_file(bus / fmt::format("{}.bandwidth", kMachineHost), bus_matrix(gpus, g.down_mbps, g.up_mbps, true),
-                      "bus bandwidths");
-      write_text_file(bus / fmt::format("{}.latency", kMachineHost), bus_matrix(gpus, g.down_us, g.up_us, false),
+      write_text_file(bus_dir / fmt::format("{}.bandwidth", kMachineHost),
+                      bus_matrix(gpus, g.down_mbps, g.up_mbps, true), "bus bandwidths");
+      write_text_file(bus_dir / fmt::format("{}.latency", kMachineHost), bus_matrix(gpus, g.down_us, g.up_us, false),
                       "bus latencies");
     }
   }
   nlohmann::json doc = read_machine_file(calibrated);
   doc["derived_from"] = fs::absolute(calibrated).string();
-  doc["target"] = {{"cpus", cpus}, {"cpu_speed", target.cpu_speed}, {"gpus", gpus}, {"gpu_speed", target.gpu_speed}};
+  doc["target"] = {{"cpus", cpus}, {"cpu_speed", target.cpu_speed}, {"gpus", gpus}, {"gpu_speed", target.gpu_speed},
+                   {"bus_gbps", target.bus_gbps}, {"bus_latency_us", target.bus_latency_us}};
   write_machine_file(out, doc);
 }
 

@@ -52,14 +52,16 @@ struct TargetMachine {
   double cpu_speed = 1.0;
   int gpus = 0;
   double gpu_speed = 1.0;
+  double bus_gbps = 0.0;         // each GPU's link to the host, each way, Gb/s (0: the calibrated GPU 0's)
+  double bus_latency_us = -1.0;  // its latency, us (negative: the calibrated GPU 0's)
 };
 
 // Writes into `out` (created) a machine folder for `target` derived from the calibrated folder `calibrated`: its
 // performance models with every CPU duration divided by cpu_speed and every CUDA duration by gpu_speed (means,
 // deviations and sums; squares by the square), and StarPU's SimGrid platform and bus files for `cpus` CPU hosts and
 // `gpus` CUDA hosts. Every GPU is a copy of the calibrated GPU 0 (its memory, and its own PCIe link to the host
-// with the calibrated bandwidth and latency each way); GPUs exchange data through host memory (no peer copies, no
-// NVLink) and do not share the host's memory bandwidth. Throws InvalidArgument for cpus < 0 or above
+// with the calibrated bandwidth and latency each way, or bus_gbps and bus_latency_us where given); GPUs exchange data
+// through host memory (no peer copies, no NVLink) and do not share the host's memory bandwidth. Throws InvalidArgument for cpus < 0 or above
 // STARPU_MAXCPUS, gpus < 0 or above STARPU_MAXCUDADEVS, GPUs asked of a folder without a GPU calibration, or a
 // speed <= 0; DataError naming a file that cannot be read or written.
 void derive_machine_folder(const std::filesystem::path& calibrated, const std::filesystem::path& out,

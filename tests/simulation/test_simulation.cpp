@@ -279,6 +279,32 @@ TEST(SimulationTest, WorkerSpeedsSlowTheTasksOfTheirWorkers) {
   fs::remove_all(machine);
 }
 
+// The target's bus (each GPU's link to the host): a slower or longer link lengthens the step of simplecnn on the
+// simulated H200 (each step's batch goes to the GPU); with --device cpu there is no bus to set.
+TEST(SimulationTest, BusBandwidthAndLatencyOfTheTarget) {
+  const fs::path machine = machine_copy("bus", kH200);
+  const std::string gpu = "--device cuda --tiles 1 --workers 2 --scheduler dmdas ";
+  auto step = [&](const std::string& options) {
+    const fs::path report = temp_path("bus.json");
+    const CliRun r = dtnn(kRun + gpu + options + " --machine " + machine.string() + " --report " + report.string());
+    EXPECT_EQ(r.status, 0) << r.output;
+    const double ms = r.status == 0 ? read_json(report).at("step_ms").get<double>() : 0.0;
+    fs::remove(report);
+    return ms;
+  };
+  const double calibrated = step("");
+  // 1 Gb/s: simplecnn's input batch (64 x 28 x 28 floats, 200 KB) alone takes 1.6 ms a step to the GPU.
+  const double slow = step("--bus-gbps 1");
+  EXPECT_GT(slow, calibrated + 1.5) << calibrated;
+  EXPECT_GT(step("--bus-latency-us 2000"), calibrated + 2.0) << calibrated;
+  // The calibrated link given explicitly changes nothing measurable (the calibrated H200 link: tens of GB/s).
+  EXPECT_LT(step("--bus-gbps 100000"), calibrated * 1.01);
+  const CliRun cpu = dtnn(kRun + "--bus-gbps 10 --machine " + machine.string());
+  EXPECT_EQ(cpu.status, 2) << cpu.output;
+  EXPECT_NE(cpu.output.find("expected --device cuda or all"), std::string::npos) << cpu.output;
+  fs::remove_all(machine);
+}
+
 // The time a real CPU worker spends between two tasks (`dtnn calibrate` measures it: cpu_task_overhead_us) is
 // charged before each simulated task, in place of StarPU's 1 us per buffer; by default the calibration's own.
 TEST(SimulationTest, TaskOverheadIsChargedBeforeEachTask) {
