@@ -259,7 +259,9 @@ void derive_machine_folder(const fs::path& calibrated, const fs::path& out, cons
   }
   const bool bus = target.bus_gbps > 0.0 || target.bus_latency_us >= 0.0;
   if (target.bus_gbps < 0.0 || !std::isfinite(target.bus_gbps) || !std::isfinite(target.bus_latency_us)) {
-    throw InvalidArgument(fmt::format("--bus-gbps {}, expected > 0 (or 0: the calibrated GPU's link)", target.bus_gbps));
+    throw InvalidArgument(fmt::format("--bus-gbps {} --bus-latency-us {}, expected a finite bandwidth > 0 (or 0: the "
+                                      "calibrated GPU's) and a finite latency",
+                                      target.bus_gbps, target.bus_latency_us));
   }
   use_machine_folder(calibrated, 0);
   const int calibrated_gpus = machine_gpus(calibrated);

@@ -61,9 +61,9 @@ struct TargetMachine {
 // deviations and sums; squares by the square), and StarPU's SimGrid platform and bus files for `cpus` CPU hosts and
 // `gpus` CUDA hosts. Every GPU is a copy of the calibrated GPU 0 (its memory, and its own PCIe link to the host
 // with the calibrated bandwidth and latency each way, or bus_gbps and bus_latency_us where given); GPUs exchange data
-// through host memory (no peer copies, no NVLink) and do not share the host's memory bandwidth. Throws InvalidArgument for cpus < 0 or above
-// STARPU_MAXCPUS, gpus < 0 or above STARPU_MAXCUDADEVS, GPUs asked of a folder without a GPU calibration, or a
-// speed <= 0; DataError naming a file that cannot be read or written.
+// through host memory (no peer copies, no NVLink) and do not share the host's memory bandwidth. Throws
+// InvalidArgument for cpus < 0 or above STARPU_MAXCPUS, gpus < 0 or above STARPU_MAXCUDADEVS, GPUs or a bus asked of
+// a folder without a GPU calibration, a speed <= 0, or a bus bandwidth < 0 or not finite; DataError naming a file that cannot be read or written.
 void derive_machine_folder(const std::filesystem::path& calibrated, const std::filesystem::path& out,
                            const TargetMachine& target);
 

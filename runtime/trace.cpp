@@ -148,6 +148,16 @@ void Tracer::write_chrome_trace(const std::filesystem::path& file) {
   write_text_file(file, doc.dump() + "\n", "trace");
 }
 
+namespace {
+
+// A task that started at or after from_us on a CPU worker (not the communication thread's row, nor a GPU's).
+bool cpu_task_from(const TraceEvent& e, double from_us) {
+  return e.start_us >= from_us && e.worker >= 0 && e.worker != kCommRow &&
+         starpu_worker_get_type(e.worker) == STARPU_CPU_WORKER;
+}
+
+}  // namespace
+
 std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, double from_us) {
   const int cpus = static_cast<int>(starpu_cpu_worker_get_count());
   std::vector<double> speeds(static_cast<std::size_t>(std::max(cpus, 0)), 1.0);
@@ -159,10 +169,7 @@ std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, dou
   };
   std::map<std::tuple<std::string, std::string, int>, Shape> shapes;
   for (const TraceEvent& e : events) {
-    if (e.start_us < from_us || e.worker < 0 || e.worker == kCommRow ||
-        starpu_worker_get_type(e.worker) != STARPU_CPU_WORKER) {
-      continue;
-    }
+    if (!cpu_task_from(e, from_us)) continue;
     const int cpu = starpu_worker_get_devid(e.worker);
     if (cpu < 0 || cpu >= cpus) continue;
     Shape& s = shapes[{e.name, e.codelet, e.tile}];
@@ -200,11 +207,7 @@ std::vector<double> cpu_worker_speeds(const std::vector<TraceEvent>& events, dou
 double cpu_task_overhead_us(const std::vector<TraceEvent>& events, double from_us) {
   std::map<int, std::vector<const TraceEvent*>> by_worker;
   for (const TraceEvent& e : events) {
-    if (e.start_us < from_us || e.worker < 0 || e.worker == kCommRow ||
-        starpu_worker_get_type(e.worker) != STARPU_CPU_WORKER) {
-      continue;
-    }
-    by_worker[e.worker].push_back(&e);
+    if (cpu_task_from(e, from_us)) by_worker[e.worker].push_back(&e);
   }
   std::vector<double> gaps;
   for (auto& [worker, tasks] : by_worker) {

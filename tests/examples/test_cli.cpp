@@ -417,8 +417,8 @@ TEST(CliMpiTest, CalibrationOfTwoRanksIsRank0sWithTheRanksRecorded) {
   const fs::path dir = temp_path("machine-ranks");
   fs::remove_all(dir);
   const std::size_t scratch_before = rank_scratch_folders();
-  const CliRun r = mpirun("-np 2 " + exe() + " calibrate --model simplecnn --batch-size 16 --steps 12 --workers 1 --out " +
-                          dir.string());
+  const CliRun r = mpirun("-np 2 " + exe() +
+                          " calibrate --model simplecnn --batch-size 16 --steps 12 --workers 1 --out " + dir.string());
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string said = "rank 0 of 2 MPI ranks, gradients summed over them";
   const auto first = r.output.find(said);

@@ -115,14 +115,20 @@ TEST(SimulationTest, MoreWorkersArePredictedFasterAndTheTraceHasSimulatedTasks) 
   fs::remove_all(machine);
 }
 
-double simulated_step_ms(const fs::path& machine, const std::string& options) {
+// The report of `dtnn simulate` with kRun and options on the machine folder (a failure: an expectation failed and
+// a report of step_ms 0).
+nlohmann::json simulated_report(const fs::path& machine, const std::string& options) {
   const fs::path report = temp_path("step.json");
   const CliRun r = dtnn(kRun + "--machine " + machine.string() + " --report " + report.string() + " " + options);
   EXPECT_EQ(r.status, 0) << r.output;
-  if (r.status != 0) return 0.0;
-  const double ms = read_json(report).at("step_ms");
+  if (r.status != 0) return {{"step_ms", 0.0}};
+  nlohmann::json doc = read_json(report);
   fs::remove(report);
-  return ms;
+  return doc;
+}
+
+double simulated_step_ms(const fs::path& machine, const std::string& options) {
+  return simulated_report(machine, options).at("step_ms");
 }
 
 TEST(SimulationTest, TargetMachinesScaleTheCalibratedTimes) {
@@ -284,14 +290,7 @@ TEST(SimulationTest, WorkerSpeedsSlowTheTasksOfTheirWorkers) {
 TEST(SimulationTest, BusBandwidthAndLatencyOfTheTarget) {
   const fs::path machine = machine_copy("bus", kH200);
   const std::string gpu = "--device cuda --tiles 1 --workers 2 --scheduler dmdas ";
-  auto step = [&](const std::string& options) {
-    const fs::path report = temp_path("bus.json");
-    const CliRun r = dtnn(kRun + gpu + options + " --machine " + machine.string() + " --report " + report.string());
-    EXPECT_EQ(r.status, 0) << r.output;
-    const double ms = r.status == 0 ? read_json(report).at("step_ms").get<double>() : 0.0;
-    fs::remove(report);
-    return ms;
-  };
+  auto step = [&](const std::string& options) { return simulated_step_ms(machine, gpu + options); };
   const double calibrated = step("");
   // 1 Gb/s: simplecnn's input batch (64 x 28 x 28 floats, 200 KB) alone takes 1.6 ms a step to the GPU.
   const double slow = step("--bus-gbps 1");
@@ -309,15 +308,7 @@ TEST(SimulationTest, BusBandwidthAndLatencyOfTheTarget) {
 // charged before each simulated task, in place of StarPU's 1 us per buffer; by default the calibration's own.
 TEST(SimulationTest, TaskOverheadIsChargedBeforeEachTask) {
   const fs::path machine = machine_copy("overhead");
-  auto run = [&](const std::string& options) {
-    const fs::path report = temp_path("overhead.json");
-    const CliRun r = dtnn(kRun + "--tiles 2 --workers 1 --machine " + machine.string() + " --report " +
-                          report.string() + " " + options);
-    EXPECT_EQ(r.status, 0) << r.output;
-    nlohmann::json doc = r.status == 0 ? read_json(report) : nlohmann::json{{"step_ms", 0.0}, {"tasks", 0}};
-    fs::remove(report);
-    return doc;
-  };
+  auto run = [&](const std::string& options) { return simulated_report(machine, "--tiles 2 --workers 1 " + options); };
   // tests/data/machine-zen5 predates the measure: no overhead of its own.
   const auto base = run("");
   EXPECT_EQ(base.at("task_overhead_us"), 0.0);
