@@ -12,15 +12,8 @@
 namespace dtnn::runtime {
 namespace {
 
-// The policy names of StarPU 1.3.10 (src/sched_policies/*.c; "heft" is an alias of dmda): a registered name may
-// not hide one.
-constexpr std::string_view kStarpuPolicies[] = {
-    "eager", "prio", "random", "ws", "lws", "dm", "dmda", "dmdar", "dmdas", "dmdasd", "dmdap", "heft", "pheft",
-    "peager", "graph_test", "heteroprio", "modular-eager", "modular-eager-prefetching", "modular-eager-prio",
-    "modular-gemm", "modular-heft", "modular-heft-hierarchical", "modular-heft-prio", "modular-heft2",
-    "modular-heteroprio", "modular-heteroprio-heft", "modular-pheft", "modular-prandom",
-    "modular-prandom-prio", "modular-prio", "modular-prio-prefetching", "modular-random",
-    "modular-random-prefetching", "modular-random-prio", "modular-random-prio-prefetching", "modular-ws"};
+// StarPU's find_sched_policy_from_name also takes "heft", the former name of dmda, with a warning.
+constexpr std::string_view kStarpuAliases[] = {"heft"};
 
 struct Registry {
   std::mutex mutex;
@@ -88,14 +81,21 @@ void glue_post_exec(starpu_task* task, unsigned) { g_instance->done(task, starpu
 
 }  // namespace
 
-std::vector<std::string> starpu_policy_names() { return {std::begin(kStarpuPolicies), std::end(kStarpuPolicies)}; }
+std::vector<std::string> starpu_policy_names() {
+  std::vector<std::string> names;
+  for (starpu_sched_policy** p = starpu_sched_get_predefined_policies(); *p != nullptr; ++p) {
+    names.emplace_back((*p)->policy_name);
+  }
+  names.insert(names.end(), std::begin(kStarpuAliases), std::end(kStarpuAliases));
+  return names;
+}
 
 void register_policy(PolicyRegistration registration) {
   if (registration.name.empty() || !registration.make) {
     throw InvalidArgument(fmt::format("register_policy: policy '{}' needs a name and a factory", registration.name));
   }
-  if (std::find(std::begin(kStarpuPolicies), std::end(kStarpuPolicies), registration.name) != std::end(kStarpuPolicies) ||
-      registration.name == "auto") {
+  const std::vector<std::string> starpu = starpu_policy_names();
+  if (std::find(starpu.begin(), starpu.end(), registration.name) != starpu.end() || registration.name == "auto") {
     throw InvalidArgument(fmt::format("register_policy: '{}' is a StarPU policy name, expected a new name",
                                       registration.name));
   }

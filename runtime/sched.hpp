@@ -57,7 +57,8 @@ struct PolicyRegistration {
   std::function<std::unique_ptr<SchedulingPolicy>()> make;
 };
 
-// The policy names that StarPU 1.3.10 knows (STARPU_SCHED's values), in the order of its documentation.
+// The policy names that this StarPU knows (STARPU_SCHED's values), as it lists them
+// (starpu_sched_get_predefined_policies), and the aliases it accepts.
 [[nodiscard]] std::vector<std::string> starpu_policy_names();
 // Registers a policy so that the Engine accepts its name. InvalidArgument when the name is empty, taken by
 // StarPU's policies or by another registration, or make is empty. dtnn's own policies are registered already.
