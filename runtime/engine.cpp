@@ -151,24 +151,20 @@ std::string fxt_file_name(const std::string& dir, int id) {
 }
 #endif
 
-}  // namespace
-
-Engine::Engine(EngineOptions options) : options_(std::move(options)) {
-  if (g_current != nullptr) {
-    throw InvalidArgument("Engine: a StarPU engine is already running in this process, expected at most one");
-  }
+// Start-up, step 1: the options make sense in this build (before anything is started).
+void check_options(const EngineOptions& o) {
   const std::vector<std::string> starpu_policies = starpu_policy_names();
-  if (options_.scheduler_ != "auto" && !is_registered_policy(options_.scheduler_) &&
-      std::find(starpu_policies.begin(), starpu_policies.end(), options_.scheduler_) == starpu_policies.end()) {
+  if (o.scheduler_ != "auto" && !is_registered_policy(o.scheduler_) &&
+      std::find(starpu_policies.begin(), starpu_policies.end(), o.scheduler_) == starpu_policies.end()) {
     std::string known = "auto";
     for (const std::string& s : starpu_policies) known += fmt::format(", {}", s);
     for (const auto& [name, description] : registered_policies()) known += fmt::format(", {}", name);
-    throw InvalidArgument(fmt::format("Engine: unknown scheduler '{}', expected one of {}", options_.scheduler_, known));
+    throw InvalidArgument(fmt::format("Engine: unknown scheduler '{}', expected one of {}", o.scheduler_, known));
   }
-  if (options_.cuda_ < -1) {
-    throw InvalidArgument(fmt::format("Engine: cuda={}, expected -1 (every GPU), 0 or a positive count", options_.cuda_));
+  if (o.cuda_ < -1) {
+    throw InvalidArgument(fmt::format("Engine: cuda={}, expected -1 (every GPU), 0 or a positive count", o.cuda_));
   }
-  if (options_.cuda_ != 0 && !built_with_cuda()) {
+  if (o.cuda_ != 0 && !built_with_cuda()) {
 #ifdef STARPU_USE_CUDA
     constexpr const char* starpu_cuda = "StarPU has CUDA but dtnn was configured without it";
 #else
@@ -176,82 +172,107 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 #endif
     throw InvalidArgument(fmt::format("Engine: cuda={} asks for GPUs, expected 0 in this build ({}); build the "
                                       "CUDA configuration with 'DTNN_CUDA=1 scripts/setup.sh build'",
-                                      options_.cuda_, starpu_cuda));
+                                      o.cuda_, starpu_cuda));
   }
-  if (options_.workers_ < 0) {
-    throw InvalidArgument(fmt::format("Engine: workers={}, expected 0 (all cores) or a positive count", options_.workers_));
+  if (o.workers_ < 0) {
+    throw InvalidArgument(fmt::format("Engine: workers={}, expected 0 (all cores) or a positive count", o.workers_));
   }
 #ifndef STARPU_USE_FXT
-  if (!options_.fxt_dir_.empty()) {
+  if (!o.fxt_dir_.empty()) {
     throw InvalidArgument(fmt::format("Engine: fxt_dir '{}' asks for an FxT trace, expected a StarPU built with FxT "
                                       "(this one has none, like Debian's libstarpu-dev; scripts/setup.sh builds dtnn "
                                       "against a StarPU of its own that has)",
-                                      options_.fxt_dir_));
+                                      o.fxt_dir_));
   }
 #endif
-  configure_blis();
+}
 
+// Step 2: the workers to start, and the cores they may run on.
+struct WorkerPlan {
+  int cuda = 0;          // StarPU's ncuda: -1 every GPU, 0 none (also when no GPU is visible), n the first n
+  int cuda_threads = 0;  // the CUDA workers' driver threads
+  int cpus = 0;          // CPU workers
+  BoundCores bound;      // the cores this thread may run on
+  std::string scheduler;  // the policy's name, "auto" decided by whether GPUs will be used
+};
+
+WorkerPlan plan_workers(const EngineOptions& o) {
+  WorkerPlan plan;
+  // Without a visible GPU no CUDA worker is asked for (and "auto" stays on the CPU scheduler).
+  plan.cuda = o.cuda_ != 0 && cuda_device_count() > 0 ? o.cuda_ : 0;
+  plan.cuda_threads = plan.cuda == -1 ? cuda_device_count() : plan.cuda;
+  plan.bound = bound_cores();
+  plan.cpus = cpu_worker_count(o.workers_, plan.cuda_threads, static_cast<int>(plan.bound.bindids.size()));
+  plan.scheduler = o.scheduler_ == "auto" ? (plan.cuda == 0 ? kDefaultScheduler : kDefaultGpuScheduler) : o.scheduler_;
+  return plan;
+}
+
+// Step 3: StarPU's configuration for that plan (its policy name points into plan.scheduler).
+starpu_conf starpu_configuration(const EngineOptions& o, const WorkerPlan& plan) {
   starpu_conf conf;
   starpu_conf_init(&conf);
-  // Without a visible GPU no CUDA worker is asked for (and "auto" stays on the CPU scheduler).
-  const int cuda = options_.cuda_ != 0 && cuda_device_count() > 0 ? options_.cuda_ : 0;
-  conf.ncuda = cuda;
-  const int cuda_threads = cuda == -1 ? cuda_device_count() : cuda;
-  const BoundCores bound = bound_cores();
-  cores_ = static_cast<int>(bound.bindids.size());
-  machine_cores_ = bound.machine;
-  conf.ncpus = cpu_worker_count(options_.workers_, cuda_threads, cores_);
+  conf.ncuda = plan.cuda;
+  conf.ncpus = plan.cpus;
 #ifndef DTNN_SIMGRID
   // A binding to some of the cores: StarPU binds its workers (and CUDA drivers) to those, in turn, unless the
   // user chose with StarPU's own variables.
-  if (cores_ < machine_cores_ && std::getenv("STARPU_WORKERS_CPUID") == nullptr &&
+  const auto& bindids = plan.bound.bindids;
+  if (static_cast<int>(bindids.size()) < plan.bound.machine && std::getenv("STARPU_WORKERS_CPUID") == nullptr &&
       std::getenv("STARPU_WORKERS_COREID") == nullptr) {
     conf.use_explicit_workers_bindid = 1;
-    for (unsigned i = 0; i < STARPU_NMAXWORKERS; ++i) {
-      conf.workers_bindid[i] = bound.bindids[i % bound.bindids.size()];
-    }
+    for (unsigned i = 0; i < STARPU_NMAXWORKERS; ++i) conf.workers_bindid[i] = bindids[i % bindids.size()];
   }
 #endif
-  // More threads to bind than cores (e.g. 8 workers on 2 cores): StarPU 1.3 would bind several to one core and
-  // warn; unbound, the OS shares the cores among them.
-  std::optional<ScopedEnv> nobind;
-  if (conf.ncpus + cuda_threads > cores_ && std::getenv("STARPU_WORKERS_NOBIND") == nullptr) {
-    nobind.emplace("STARPU_WORKERS_NOBIND", "1");
-  }
-  // A StarPU built with FxT traces unless STARPU_FXT_TRACE=0: dtnn's traces only when asked (fxt_dir).
-  ScopedEnv fxt_trace("STARPU_FXT_TRACE", options_.fxt_dir_.empty() ? "0" : "1");
-  std::optional<ScopedEnv> fxt_prefix;
-  if (!options_.fxt_dir_.empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(options_.fxt_dir_, error);
-    if (error) {
-      throw InvalidArgument(fmt::format("Engine: FxT folder '{}' cannot be created: {}", options_.fxt_dir_,
-                                        error.message()));
-    }
-    fxt_prefix.emplace("STARPU_FXT_PREFIX", options_.fxt_dir_);
-  }
-  if (options_.cuda_ == 1 && options_.cuda_device_ >= 0) {
+  if (o.cuda_ == 1 && o.cuda_device_ >= 0) {
     conf.use_explicit_workers_cuda_gpuid = 1;
-    conf.workers_cuda_gpuid[0] = static_cast<unsigned>(options_.cuda_device_);
+    conf.workers_cuda_gpuid[0] = static_cast<unsigned>(o.cuda_device_);
   }
   conf.nopencl = 0;
   conf.nmic = 0;
   conf.nmpi_ms = 0;
-  // "auto": decided by whether GPUs will be used (StarPU counts them at init; asking for none settles it).
-  std::string scheduler = options_.scheduler_;
-  if (scheduler == "auto") {
-    scheduler = cuda == 0 ? kDefaultScheduler : kDefaultGpuScheduler;
-  }
   // dtnn's own policies (runtime/sched.hpp) by their struct, StarPU's by name.
-  conf.sched_policy = starpu_policy_for(scheduler);
-  conf.sched_policy_name = conf.sched_policy == nullptr ? scheduler.c_str() : nullptr;
-  install_host_allocator(options_.host_allocator_);
-  // Workers are bound to cores; the submitting thread must not steal a core from them.
+  conf.sched_policy = starpu_policy_for(plan.scheduler);
+  conf.sched_policy_name = conf.sched_policy == nullptr ? plan.scheduler.c_str() : nullptr;
+  return conf;
+}
+
+// Step 4: the environment starpu_init reads, for the life of the start-up (the process's own values come back).
+class StartEnvironment {
+ public:
+  StartEnvironment(const EngineOptions& o, const WorkerPlan& plan)
+      // A StarPU built with FxT traces unless STARPU_FXT_TRACE=0: dtnn's traces only when asked (fxt_dir).
+      : fxt_trace_("STARPU_FXT_TRACE", o.fxt_dir_.empty() ? "0" : "1") {
+    // More threads to bind than cores (e.g. 8 workers on 2 cores): StarPU 1.3 would bind several to one core and
+    // warn; unbound, the OS shares the cores among them.
+    if (plan.cpus + plan.cuda_threads > static_cast<int>(plan.bound.bindids.size()) &&
+        std::getenv("STARPU_WORKERS_NOBIND") == nullptr) {
+      nobind_.emplace("STARPU_WORKERS_NOBIND", "1");
+    }
+    if (!o.fxt_dir_.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(o.fxt_dir_, error);
+      if (error) {
+        throw InvalidArgument(fmt::format("Engine: FxT folder '{}' cannot be created: {}", o.fxt_dir_,
+                                          error.message()));
+      }
+      fxt_prefix_.emplace("STARPU_FXT_PREFIX", o.fxt_dir_);
+    }
+  }
+
+ private:
+  ScopedEnv fxt_trace_;
+  std::optional<ScopedEnv> nobind_;
+  std::optional<ScopedEnv> fxt_prefix_;
+};
+
+// Step 5: starpu_init (the host allocator serves its buffers from the start); RuntimeError when it fails.
+void start_starpu(starpu_conf& conf, const EngineOptions& o) {
+  install_host_allocator(o.host_allocator_);
 #ifdef DTNN_SIMGRID
   // `dtnn simulate` runs under StarPU's own main, which has started SimGrid already (examples/dtnn_main.cpp,
   // prepare_simulation). A program that keeps its main gets SimGrid started here, from these arguments (starpu_init
-  // passes none and crashes there), with the running thread attached (SimGrid's slower thread contexts).
-  // SimGrid's INFO lines (platform version, configuration changes) are left out; warnings stay.
+  // passes none and crashes there), with the running thread attached (SimGrid's slower thread contexts). SimGrid's
+  // INFO lines (platform version, configuration changes) are left out; warnings stay.
   static char program[] = "dtnn";
   static char quiet[] = "--log=root.thres:warning";
   static char* arguments[] = {program, quiet, nullptr};
@@ -264,9 +285,42 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   if (rc != 0) {
     release_host_allocator();
     throw RuntimeError(fmt::format("Engine: starpu_init failed ({}), scheduler '{}', {} CPU workers", rc,
-                                   options_.scheduler_, conf.ncpus));
+                                   o.scheduler_, conf.ncpus));
   }
-  if (options_.profiling_ != 0) {
+}
+
+}  // namespace
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+  if (g_current != nullptr) {
+    throw InvalidArgument("Engine: a StarPU engine is already running in this process, expected at most one");
+  }
+  check_options(options_);
+  configure_blis();
+  const WorkerPlan plan = plan_workers(options_);
+  cores_ = static_cast<int>(plan.bound.bindids.size());
+  machine_cores_ = plan.bound.machine;
+  starpu_conf conf = starpu_configuration(options_, plan);
+  const StartEnvironment environment(options_, plan);
+  start_starpu(conf, options_);
+  record_started(plan.scheduler);
+#ifdef DTNN_HAVE_CUDA
+  // A CUDA worker that cannot get its handles fails the engine here, with StarPU shut down again so that the
+  // process can report the error (or start another engine).
+  try {
+    cuda::start_workers();
+  } catch (...) {
+    starpu_shutdown();
+    release_host_allocator();
+    throw;
+  }
+#endif
+  g_current = this;
+}
+
+// Step 6: what started, as describe() and the accessors tell it.
+void Engine::record_started(const std::string& scheduler) {
+  if (options_.profiling_) {
     starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
   }
 #ifdef STARPU_USE_FXT
@@ -284,18 +338,6 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
 #endif
   cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
   options_.scheduler_ = scheduler;
-#ifdef DTNN_HAVE_CUDA
-  // A CUDA worker that cannot get its handles fails the engine here, with StarPU shut down again so that the
-  // process can report the error (or start another engine).
-  try {
-    cuda::start_workers();
-  } catch (...) {
-    starpu_shutdown();
-    release_host_allocator();
-    throw;
-  }
-#endif
-  g_current = this;
 }
 
 Engine::~Engine() {

@@ -30,7 +30,7 @@ struct EngineOptions {
   // More than the cores is allowed (oversubscribed: workers are then left unbound); more than the StarPU
   // build's STARPU_MAXCPUS is an error.
   int workers_ = 0;
-  int profiling_ = 0;  // 1 = collect per-task profiling info (needed by the tracer)
+  bool profiling_ = false;  // collect per-task profiling info (needed by the tracer)
   int cuda_ = 0;       // CUDA workers (one per GPU): 0 = none, -1 = every GPU StarPU finds, n = the first n
   int cuda_device_ = -1;  // with cuda_ = 1: use this CUDA device id (one rank per GPU), -1 = StarPU's choice
   // Non-empty: StarPU records its FxT trace into this folder (created if missing), for starpu_fxt_tool. Empty:
@@ -41,7 +41,7 @@ struct EngineOptions {
 
   EngineOptions& scheduler(std::string name) { scheduler_ = std::move(name); return *this; }
   EngineOptions& workers(int n) { workers_ = n; return *this; }
-  EngineOptions& profiling(int on) { profiling_ = on; return *this; }
+  EngineOptions& profiling(bool on) { profiling_ = on; return *this; }
   EngineOptions& cuda(int n) { cuda_ = n; return *this; }
   EngineOptions& cuda_device(int id) { cuda_device_ = id; return *this; }
   EngineOptions& fxt_dir(std::string dir) { fxt_dir_ = std::move(dir); return *this; }
@@ -74,6 +74,8 @@ class Engine {
   static Engine* current();
 
  private:
+  void record_started(const std::string& scheduler);
+
   EngineOptions options_;
   int cpu_workers_ = 0;
   int cuda_workers_ = 0;
