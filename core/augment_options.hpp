@@ -10,16 +10,13 @@
 namespace dtnn {
 
 struct AugmentOptions {
-  int flip = 0;          // nonzero: mirror along W with probability 1/2
+  bool flip = false;     // mirror along W with probability 1/2
   int crop_padding = 0;  // above zero: random_crop_padded at a uniform offset in [0, 2*crop_padding]^2
 };
 
-// InvalidArgument when flip is not 0 or 1 or crop_padding is negative. Call it where the options are set,
-// since augment_sample itself never throws (a negative padding there means no crop).
+// InvalidArgument when crop_padding is negative. Call it where the options are set, since augment_sample itself
+// never throws (a negative padding there means no crop).
 inline void check_augment_options(const AugmentOptions& options) {
-  if (options.flip != 0 && options.flip != 1) {
-    throw InvalidArgument("AugmentOptions: flip must be 0 or 1, got " + std::to_string(options.flip));
-  }
   if (options.crop_padding < 0) {
     throw InvalidArgument("AugmentOptions: crop_padding must be at least 0, got " +
                           std::to_string(options.crop_padding));

@@ -313,7 +313,7 @@ dtnn::FitOptions train_fit_options(const TrainArgs& a, std::int64_t initial_step
       .verbose(a.quiet ? 0 : 1)
       .loss(parse_loss(a.loss))
       .label_smoothing(a.label_smoothing)
-      .augment(dtnn::AugmentOptions{a.flip, a.crop_padding})
+      .augment(dtnn::AugmentOptions{a.flip != 0, a.crop_padding})
       .initial_step(initial_step);
 }
 

@@ -26,9 +26,6 @@ BatchNorm2d::BatchNorm2d(BatchNorm2dOptions o) : options_(o) {
   if (!(o.momentum_ >= 0.0 && o.momentum_ <= 1.0)) {
     throw InvalidArgument(fmt::format("BatchNorm2d: momentum={}, expected 0 <= momentum <= 1", o.momentum_));
   }
-  if (o.affine_ != 0 && o.affine_ != 1) {
-    throw InvalidArgument(fmt::format("BatchNorm2d: affine={}, expected 0 or 1", o.affine_));
-  }
 }
 
 std::string BatchNorm2d::describe() const {

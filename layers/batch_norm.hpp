@@ -15,13 +15,13 @@ struct BatchNorm2dOptions {
   BatchNorm2dOptions& eps(double e) { eps_ = e; return *this; }
   // PyTorch's convention: running = (1 - momentum) * running + momentum * batch statistic.
   BatchNorm2dOptions& momentum(double m) { momentum_ = m; return *this; }
-  // 1: learnable per-channel scale ("weight", gamma) and shift ("bias", beta); 0: none.
-  BatchNorm2dOptions& affine(int with_affine) { affine_ = with_affine; return *this; }
+  // true: learnable per-channel scale ("weight", gamma) and shift ("bias", beta); false: none.
+  BatchNorm2dOptions& affine(bool with_affine) { affine_ = with_affine; return *this; }
 
   std::int64_t features_;
   double eps_ = 1e-5;
   double momentum_ = 0.1;
-  int affine_ = 1;
+  bool affine_ = true;
 };
 
 // Training normalises with the statistics of the whole batch (all tiles), reduced in sample order so that the

@@ -170,7 +170,7 @@ void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector
   }
   if (bias_ == nullptr) {
     bias_ = &add_parameter("bias", {options_.out_});
-    options_.bias_ = 1;
+    options_.bias_ = true;
   }
   auto b = bias_->value.read_write();
   for (std::size_t c = 0; c < k; ++c) {
@@ -180,7 +180,7 @@ void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector
 
 int Conv2d::fuse_relu() {
   if (options_.relu_) return 0;
-  options_.relu_ = 1;
+  options_.relu_ = true;
   return 1;
 }
 

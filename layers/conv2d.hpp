@@ -28,10 +28,10 @@ struct Conv2dOptions {
   Conv2dOptions& padding(int h, int w) { pad_h_ = h; pad_w_ = w; return *this; }
   Conv2dOptions& dilation(int d) { dil_h_ = dil_w_ = d; return *this; }
   Conv2dOptions& groups(int g) { groups_ = g; return *this; }
-  Conv2dOptions& bias(int with_bias) { bias_ = with_bias; return *this; }
+  Conv2dOptions& bias(bool with_bias) { bias_ = with_bias; return *this; }
   Conv2dOptions& variant(ConvVariant v) { variant_ = v; return *this; }
-  // 1: ReLU applied to the output in the same task (in convgemm's GEMM epilogue); backward masks the gradient.
-  Conv2dOptions& relu(int fused) { relu_ = fused; return *this; }
+  // true: ReLU applied to the output in the same task (in convgemm's GEMM epilogue); backward masks the gradient.
+  Conv2dOptions& relu(bool fused) { relu_ = fused; return *this; }
   Conv2dOptions& init(init::Init i) { init_ = i; return *this; }
 
   int in_, out_;
@@ -40,9 +40,9 @@ struct Conv2dOptions {
   int pad_h_ = 0, pad_w_ = 0;
   int dil_h_ = 1, dil_w_ = 1;
   int groups_ = 1;
-  int bias_ = 1;
+  bool bias_ = true;
   ConvVariant variant_ = ConvVariant::kConvgemm;
-  int relu_ = 0;
+  bool relu_ = false;
   init::Init init_ = init::Init::kPyTorchDefault;
 };
 

@@ -13,9 +13,6 @@
 namespace dtnn {
 
 Dense::Dense(DenseOptions options) : options_(options) {
-  if (options_.relu_ != 0 && options_.relu_ != 1) {
-    throw InvalidArgument(fmt::format("Dense: relu={}, expected 0 or 1", options_.relu_));
-  }
   if (options_.in_ < 1 || options_.out_ < 1) {
     throw InvalidArgument(fmt::format("Dense: in_features={} out_features={}, expected both >= 1", options_.in_,
                                       options_.out_));
@@ -29,7 +26,7 @@ std::string Dense::describe() const {
 
 int Dense::fuse_relu() {
   if (options_.relu_) return 0;
-  options_.relu_ = 1;
+  options_.relu_ = true;
   return 1;
 }
 

@@ -8,15 +8,15 @@ namespace dtnn {
 
 struct DenseOptions {
   DenseOptions(std::int64_t in_features, std::int64_t out_features) : in_(in_features), out_(out_features) {}
-  DenseOptions& bias(int with_bias) { bias_ = with_bias; return *this; }
+  DenseOptions& bias(bool with_bias) { bias_ = with_bias; return *this; }
   DenseOptions& init(init::Init i) { init_ = i; return *this; }
-  // 1: ReLU applied to the output in the same task; backward masks the gradient.
-  DenseOptions& relu(int fused) { relu_ = fused; return *this; }
+  // true: ReLU applied to the output in the same task; backward masks the gradient.
+  DenseOptions& relu(bool fused) { relu_ = fused; return *this; }
 
   std::int64_t in_;
   std::int64_t out_;
-  int bias_ = 1;
-  int relu_ = 0;
+  bool bias_ = true;
+  bool relu_ = false;
   init::Init init_ = init::Init::kPyTorchDefault;
 };
 

@@ -26,7 +26,7 @@ Dropout::Dropout(DropoutOptions o) : options_(o) {
 
 std::string Dropout::describe() const {
   std::string s = fmt::format("rate {:g}", options_.rate_);
-  if (options_.has_seed_) s += fmt::format(", seed {}", options_.seed_);
+  if (options_.seed_) s += fmt::format(", seed {}", *options_.seed_);
   return s;
 }
 
@@ -38,7 +38,7 @@ Shape Dropout::build(const Shape& in) {
   return record_shapes(in, in);
 }
 
-std::uint64_t Dropout::seed() const { return options_.has_seed_ ? options_.seed_ : fnv1a(name()); }
+std::uint64_t Dropout::seed() const { return options_.seed_.value_or(fnv1a(name())); }
 
 Tensor& Dropout::mask(const Tensor& x) {
   Shape s = input_shape();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "layers/layer.hpp"
@@ -13,11 +14,10 @@ namespace dtnn {
 struct DropoutOptions {
   explicit DropoutOptions(double rate) : rate_(rate) {}
   // Without a seed, the layer derives one from its name (FNV-1a), so a model's masks are reproducible.
-  DropoutOptions& seed(std::uint64_t s) { seed_ = s; has_seed_ = 1; return *this; }
+  DropoutOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
 
   double rate_;
-  std::uint64_t seed_ = 0;
-  int has_seed_ = 0;
+  std::optional<std::uint64_t> seed_;
 };
 
 // The mask of element e of batch row i at step s (PassContext::step) is a pure function of (seed, s, i, e): the

@@ -81,10 +81,6 @@ void MaxPool2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
 
 AvgPool2d::AvgPool2d(AvgPool2dOptions o) : options_(o) {
   resolve_window("AvgPool2d", options_);
-  if (options_.count_include_pad_ != 0 && options_.count_include_pad_ != 1) {
-    throw InvalidArgument(
-        fmt::format("AvgPool2d: count_include_pad={}, expected 0 or 1", options_.count_include_pad_));
-  }
 }
 
 std::string AvgPool2d::describe() const {

@@ -17,12 +17,12 @@ struct MaxPool2dOptions {
   MaxPool2dOptions& stride(int h, int w) { stride_h_ = h; stride_w_ = w; return *this; }
   MaxPool2dOptions& padding(int p) { pad_h_ = pad_w_ = p; return *this; }
   // PyTorch's ceil_mode: keep a last partial window (torchvision's GoogLeNet pools this way).
-  MaxPool2dOptions& ceil_mode(int on) { ceil_mode_ = on; return *this; }
+  MaxPool2dOptions& ceil_mode(bool on) { ceil_mode_ = on; return *this; }
 
   int kernel_h_, kernel_w_;
   int stride_h_ = 0, stride_w_ = 0;  // 0: the kernel size
   int pad_h_ = 0, pad_w_ = 0;
-  int ceil_mode_ = 0;
+  bool ceil_mode_ = false;
 };
 
 class MaxPool2d : public Layer {
@@ -49,12 +49,12 @@ struct AvgPool2dOptions {
   AvgPool2dOptions& padding(int p) { pad_h_ = pad_w_ = p; return *this; }
   AvgPool2dOptions& padding(int h, int w) { pad_h_ = h; pad_w_ = w; return *this; }
   // 1 (PyTorch's default): padded cells count in the divisor; 0: only the cells inside the input.
-  AvgPool2dOptions& count_include_pad(int include) { count_include_pad_ = include; return *this; }
+  AvgPool2dOptions& count_include_pad(bool include) { count_include_pad_ = include; return *this; }
 
   int kernel_h_, kernel_w_;
   int stride_h_ = 0, stride_w_ = 0;  // 0: the kernel size
   int pad_h_ = 0, pad_w_ = 0;
-  int count_include_pad_ = 1;
+  bool count_include_pad_ = true;
 };
 
 class AvgPool2d : public Layer {

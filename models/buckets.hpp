@@ -14,10 +14,11 @@ namespace dtnn {
 
 struct BucketOptions {
   BucketOptions& bytes(std::size_t b) { bytes_ = b; return *this; }
-  // 1: close at a layer boundary once the bucket holds as much as what is still to come; 0: on size only (as DDP).
-  BucketOptions& tail_buckets(int on) { tail_buckets_ = on; return *this; }
+  // true: close at a layer boundary once the bucket holds as much as what is still to come; false: on size only
+  // (as DDP).
+  BucketOptions& tail_buckets(bool on) { tail_buckets_ = on; return *this; }
   std::size_t bytes_ = std::size_t{25} << 20;  // PyTorch DDP's default bucket
-  int tail_buckets_ = 1;
+  bool tail_buckets_ = true;
 };
 
 // The rule, one decision at a time, as the backward pass of a step goes (one policy per step).

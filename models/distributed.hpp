@@ -41,16 +41,16 @@ struct DataParallelOptions {
   // Unset: NCCL when the gradients live on this rank's GPU (CUDA workers, tasks not kept on the CPUs), else MPI.
   DataParallelOptions& backend(runtime::AllreduceBackend b) { backend_ = b; return *this; }
   DataParallelOptions& buckets(BucketOptions b) { buckets_ = b; return *this; }
-  DataParallelOptions& sync_batchnorm(int on) { sync_batchnorm_ = on; return *this; }
-  DataParallelOptions& drop_last(int on) { drop_last_ = on; return *this; }
+  DataParallelOptions& sync_batchnorm(bool on) { sync_batchnorm_ = on; return *this; }
+  DataParallelOptions& drop_last(bool on) { drop_last_ = on; return *this; }
   // What must be the same on every rank besides the model's structure (see agreement_text): hashed with it.
   DataParallelOptions& agreement(std::string text) { agreement_ = std::move(text); return *this; }
 
   runtime::AllreduceMode mode_ = runtime::AllreduceMode::kOverlapped;
   std::optional<runtime::AllreduceBackend> backend_;
   BucketOptions buckets_;
-  int sync_batchnorm_ = 0;
-  int drop_last_ = 0;
+  bool sync_batchnorm_ = false;
+  bool drop_last_ = false;
   std::string agreement_;
 };
 

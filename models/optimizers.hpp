@@ -22,12 +22,12 @@ struct SgdOptions {
   explicit SgdOptions(float learning_rate) : lr_(learning_rate) {}
   SgdOptions& momentum(float m) { momentum_ = m; return *this; }
   SgdOptions& weight_decay(float wd) { weight_decay_ = wd; return *this; }
-  SgdOptions& nesterov(int on) { nesterov_ = on; return *this; }
+  SgdOptions& nesterov(bool on) { nesterov_ = on; return *this; }
 
   float lr_;
   float momentum_ = 0.0f;
   float weight_decay_ = 0.0f;
-  int nesterov_ = 0;
+  bool nesterov_ = false;
 };
 
 // PyTorch's SGD: v = momentum * v + (g + wd * w); w -= lr * v (or lr * (g' + momentum * v) with Nesterov).
@@ -53,14 +53,14 @@ struct RmspropOptions {
   RmspropOptions& weight_decay(float wd) { weight_decay_ = wd; return *this; }
   RmspropOptions& momentum(float m) { momentum_ = m; return *this; }
   // Divides by the centred second moment (an estimate of the gradient's variance), as PyTorch's centered=True.
-  RmspropOptions& centered(int on) { centered_ = on; return *this; }
+  RmspropOptions& centered(bool on) { centered_ = on; return *this; }
 
   float lr_;
   float alpha_ = 0.99f;
   float eps_ = 1e-8f;
   float weight_decay_ = 0.0f;
   float momentum_ = 0.0f;
-  int centered_ = 0;
+  bool centered_ = false;
 };
 
 // PyTorch's RMSprop: v = alpha v + (1 - alpha) g^2; w -= lr g / (sqrt(v) + eps); with momentum,
@@ -199,9 +199,9 @@ struct OptimizerConfig {
   float learning_rate = 0.01f;
   std::optional<float> weight_decay;    // all
   std::optional<float> momentum;        // sgd, rmsprop
-  std::optional<int> nesterov;          // sgd
+  std::optional<bool> nesterov;         // sgd
   std::optional<float> alpha;           // rmsprop
-  std::optional<int> centered;          // rmsprop
+  std::optional<bool> centered;         // rmsprop
   std::optional<float> beta1;           // adam, adamw, nadam
   std::optional<float> beta2;           // adam, adamw, nadam
   std::optional<float> eps;             // rmsprop, adam, adamw, nadam

@@ -22,8 +22,8 @@ namespace dtnn {
 struct ScheduleOptions {
   // Linear warm-up over `epochs` (rounded up to whole epochs) from start_factor x lr; 0: none.
   ScheduleOptions& warmup(double epochs, float start_factor) { warmup_epochs_ = epochs; warmup_start_ = start_factor; return *this; }
-  // 1: cosine decay per step over all the epochs, to min_lr; 0: a constant rate.
-  ScheduleOptions& cosine(int on) { cosine_ = on; return *this; }
+  // true: cosine decay per step over all the epochs, to min_lr; false: a constant rate.
+  ScheduleOptions& cosine(bool on) { cosine_ = on; return *this; }
   // lr *= decay every `every_epochs` epochs; 0: never.
   ScheduleOptions& step_decay(int every_epochs) { lr_step_epochs_ = every_epochs; return *this; }
   // lr *= decay after `epochs` epochs without improvement of the monitored metric; 0: never.
@@ -40,7 +40,7 @@ struct ScheduleOptions {
 
   double warmup_epochs_ = 0.0;
   float warmup_start_ = 0.1f;
-  int cosine_ = 1;
+  bool cosine_ = true;
   int lr_step_epochs_ = 0;
   int plateau_patience_ = 0;
   float lr_decay_ = 0.1f;

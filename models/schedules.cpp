@@ -235,7 +235,7 @@ void EarlyStopping::on_epoch_end(TrainState& state) {
     return;
   }
   if (++wait_ >= options_.patience_) {
-    state.stop = 1;
+    state.stop = true;
     stopped_epoch_ = epoch;
     if (options_.restore_best_ && best_epoch_ > 0) {
       restore(state.model);
@@ -311,7 +311,7 @@ void StopAtLoss::on_train_begin(TrainState& state) { stopped_epoch_ = 0; }
 
 void StopAtLoss::on_epoch_end(TrainState& state) {
   if (monitor_.read(state) <= threshold_) {
-    state.stop = 1;
+    state.stop = true;
     stopped_epoch_ = state.history.epochs.back().epoch;
   }
 }

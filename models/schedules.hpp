@@ -180,12 +180,12 @@ struct EarlyStoppingOptions {
   explicit EarlyStoppingOptions(std::string monitor = "val_loss") : monitor_(std::move(monitor)) {}
   EarlyStoppingOptions& patience(int epochs) { patience_ = epochs; return *this; }
   EarlyStoppingOptions& min_delta(double d) { min_delta_ = d; return *this; }
-  EarlyStoppingOptions& restore_best(int on) { restore_best_ = on; return *this; }
+  EarlyStoppingOptions& restore_best(bool on) { restore_best_ = on; return *this; }
 
   std::string monitor_;
   int patience_ = 10;
   double min_delta_ = 0.0;
-  int restore_best_ = 1;
+  bool restore_best_ = true;
 };
 
 // Stops training once `patience` epochs in a row have not improved the monitored metric by more than min_delta.

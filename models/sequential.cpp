@@ -26,12 +26,9 @@ Sequential& Sequential::add(std::string name, std::unique_ptr<Layer> layer) {
   return *this;
 }
 
-Sequential& Sequential::fusion(int enabled) {
+Sequential& Sequential::fusion(bool enabled) {
   if (built_) {
     throw InvalidArgument("Sequential: fusion() after build(), expected the choice before build()");
-  }
-  if (enabled != 0 && enabled != 1) {
-    throw InvalidArgument(fmt::format("Sequential: fusion({}), expected 0 or 1", enabled));
   }
   fusion_ = enabled;
   return *this;
@@ -51,7 +48,7 @@ void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
     shape = layer->build(shape);
     layer->reset_parameters(rng);
   }
-  built_ = 1;
+  built_ = true;
   if (fusion_) {
     fuse_passes(*this);
   }

@@ -32,11 +32,11 @@ class Sequential {
     return add(std::move(name), std::make_unique<L>(std::forward<Args>(args)...));
   }
 
-  // 1 (default): build() fuses the passes that models/fusion.hpp fuses (a ReLU into the layer before it, a residual
-  // block's BatchNorm, Add and ReLU into one pass); 0: every layer runs its own tasks (the unfused reference).
-  // Fusion changes no result bit and no name.
-  Sequential& fusion(int enabled);
-  [[nodiscard]] int fusion() const { return fusion_; }
+  // true (default): build() fuses the passes that models/fusion.hpp fuses (a ReLU into the layer before it, a
+  // residual block's BatchNorm, Add and ReLU into one pass); false: every layer runs its own tasks (the unfused
+  // reference). Fusion changes no result bit and no name.
+  Sequential& fusion(bool enabled);
+  [[nodiscard]] bool fusion() const { return fusion_; }
   // Infers every shape from the per-sample input shape, creates the parameters, initialises them from seed, then
   // fuses passes (fusion()).
   void build(const Shape& sample_input, std::uint64_t seed);
@@ -78,8 +78,8 @@ class Sequential {
 
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
-  int built_ = 0;
-  int fusion_ = 1;
+  bool built_ = false;
+  bool fusion_ = true;
 };
 
 }  // namespace dtnn

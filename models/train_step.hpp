@@ -32,8 +32,8 @@ namespace dtnn {
 struct DataParallel {
   const runtime::Mpi* mpi = nullptr;                // null or a world of one: no communication
   runtime::Collectives* communicator = nullptr;     // required when the world has several ranks
-  int drop_last = 0;                                // 1: drop a last global batch smaller than the others
-  int sync_batchnorm = 0;                           // 1: BatchNorm statistics over every rank's rows
+  bool drop_last = false;                           // drop a last global batch smaller than the others
+  bool sync_batchnorm = false;                      // BatchNorm statistics over every rank's rows
   BucketOptions buckets{};                          // which gradients are summed together
 };
 

@@ -67,7 +67,7 @@ struct TrainState {
   int epochs = 0;
   std::int64_t step = 0;      // global step index (0-based), the one about to run in on_batch_begin
   std::int64_t steps_per_epoch = 0;
-  int stop = 0;               // set to 1 to end training after this epoch
+  bool stop = false;          // set to end training after this epoch
 };
 
 struct FitOptions {
@@ -75,8 +75,8 @@ struct FitOptions {
   FitOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
   FitOptions& tiles(int n) { tiles_ = n; return *this; }
   FitOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
-  FitOptions& shuffle(int on) { shuffle_ = on; return *this; }
-  FitOptions& verbose(int on) { verbose_ = on; return *this; }
+  FitOptions& shuffle(bool on) { shuffle_ = on; return *this; }
+  FitOptions& verbose(bool on) { verbose_ = on; return *this; }
   // 0: the whole training set each epoch; otherwise this many steps (the data wraps around).
   FitOptions& steps_per_epoch(std::int64_t n) { steps_per_epoch_ = n; return *this; }
   FitOptions& callback(std::shared_ptr<Callback> c) { callbacks_.push_back(std::move(c)); return *this; }
@@ -97,8 +97,8 @@ struct FitOptions {
   std::int64_t batch_size_ = 64;
   int tiles_ = 2;
   std::uint64_t seed_ = 0;
-  int shuffle_ = 1;
-  int verbose_ = 1;
+  bool shuffle_ = true;
+  bool verbose_ = true;
   std::int64_t steps_per_epoch_ = 0;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   DataParallel data_parallel_;
@@ -112,8 +112,8 @@ struct FitOptions {
 struct EvalOptions {
   EvalOptions& batch_size(std::int64_t n) { batch_size_ = n; return *this; }
   EvalOptions& loss(codelets::LossKind k) { loss_ = k; return *this; }
-  // predict(): 1 returns the raw logits instead of the probabilities.
-  EvalOptions& logits(int on) { logits_ = on; return *this; }
+  // predict(): true returns the raw logits instead of the probabilities.
+  EvalOptions& logits(bool on) { logits_ = on; return *this; }
   EvalOptions& tiles(int n) { tiles_ = n; return *this; }
   // Each rank evaluates its share of the data; the results are summed over the ranks.
   EvalOptions& mpi(const runtime::Mpi* m) { mpi_ = m; return *this; }
@@ -123,7 +123,7 @@ struct EvalOptions {
   int tiles_ = 2;
   const runtime::Mpi* mpi_ = nullptr;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
-  int logits_ = 0;
+  bool logits_ = false;
   Storage activations_ = Storage::kTransient;
 };
 
@@ -141,7 +141,7 @@ struct EvalResult {
 History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& options,
             const io::Dataset* validation = nullptr);
 EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
-// Class probabilities (softmax of the logits; the logits themselves with options.logits(1)),
+// Class probabilities (softmax of the logits; the logits themselves with options.logits(true)),
 // [data.size(), classes] row-major.
 std::vector<float> predict(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
 

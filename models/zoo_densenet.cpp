@@ -32,7 +32,7 @@ constexpr int kGrowth = 32;
 constexpr int kBottleneckWidth = 4 * kGrowth;
 
 std::unique_ptr<KaimingConv2d> he_conv(int in, int out, int kernel, int stride = 1) {
-  return std::make_unique<KaimingConv2d>(Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(0),
+  return std::make_unique<KaimingConv2d>(Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false),
                                          FanMode::kFanIn);
 }
 

@@ -25,7 +25,7 @@ using detail::classes_or;
 template <class Container>
 Container& basic_conv(Container& c, const std::string& name, Conv2dOptions options) {
   const int out = options.out_;
-  c.add(name + ".conv", std::make_unique<Conv2d>(options.bias(0)));
+  c.add(name + ".conv", std::make_unique<Conv2d>(options.bias(false)));
   c.add(name + ".bn", std::make_unique<BatchNorm2d>(BatchNorm2dOptions(out).eps(0.001)));
   c.add(name + ".relu", std::make_unique<ReLU>());
   return c;
@@ -51,7 +51,7 @@ std::unique_ptr<Block> inception(int in, int c1, int c3_reduce, int c3, int c5_r
   basic_conv(b3, "branch3.0", conv(in, c5_reduce, 1));
   basic_conv(b3, "branch3.1", conv(c5_reduce, c5, 3));
   // ceil_mode=True changes nothing at stride 1.
-  b4.add("branch4.0", std::make_unique<MaxPool2d>(MaxPool2dOptions(3).stride(1).padding(1).ceil_mode(1)));
+  b4.add("branch4.0", std::make_unique<MaxPool2d>(MaxPool2dOptions(3).stride(1).padding(1).ceil_mode(true)));
   basic_conv(b4, "branch4.1", conv(in, pool_proj, 1));
   auto block = std::make_unique<Block>(Merge::kConcat);
   block->add_path(std::move(b1)).add_path(std::move(b2)).add_path(std::move(b3)).add_path(std::move(b4));
@@ -61,7 +61,7 @@ std::unique_ptr<Block> inception(int in, int c1, int c3_reduce, int c3, int c5_r
 // ---- Inception v3 ----
 
 std::unique_ptr<AvgPool2d> pool_3x3_same() {
-  return std::make_unique<AvgPool2d>(AvgPool2dOptions(3).stride(1).padding(1).count_include_pad(1));
+  return std::make_unique<AvgPool2d>(AvgPool2dOptions(3).stride(1).padding(1).count_include_pad(true));
 }
 
 std::unique_ptr<Block> concat(Path a, Path b) {
@@ -166,19 +166,19 @@ Sequential googlenet(const ModelOptions& options) {
   const int classes = classes_or(options, 1000, "googlenet");
   Sequential m;
   basic_conv(m, "conv1", Conv2dOptions(3, 64, 7).stride(2).padding(3));
-  m.add_as<MaxPool2d>("maxpool1", MaxPool2dOptions(3).stride(2).ceil_mode(1));
+  m.add_as<MaxPool2d>("maxpool1", MaxPool2dOptions(3).stride(2).ceil_mode(true));
   basic_conv(m, "conv2", conv(64, 64, 1));
   basic_conv(m, "conv3", conv(64, 192, 3));
-  m.add_as<MaxPool2d>("maxpool2", MaxPool2dOptions(3).stride(2).ceil_mode(1))
+  m.add_as<MaxPool2d>("maxpool2", MaxPool2dOptions(3).stride(2).ceil_mode(true))
       .add("inception3a", inception(192, 64, 96, 128, 16, 32, 32))
       .add("inception3b", inception(256, 128, 128, 192, 32, 96, 64))
-      .add_as<MaxPool2d>("maxpool3", MaxPool2dOptions(3).stride(2).ceil_mode(1))
+      .add_as<MaxPool2d>("maxpool3", MaxPool2dOptions(3).stride(2).ceil_mode(true))
       .add("inception4a", inception(480, 192, 96, 208, 16, 48, 64))
       .add("inception4b", inception(512, 160, 112, 224, 24, 64, 64))
       .add("inception4c", inception(512, 128, 128, 256, 24, 64, 64))
       .add("inception4d", inception(512, 112, 144, 288, 32, 64, 64))
       .add("inception4e", inception(528, 256, 160, 320, 32, 128, 128))
-      .add_as<MaxPool2d>("maxpool4", MaxPool2dOptions(2).ceil_mode(1))
+      .add_as<MaxPool2d>("maxpool4", MaxPool2dOptions(2).ceil_mode(true))
       .add("inception5a", inception(832, 256, 160, 320, 32, 128, 128))
       .add("inception5b", inception(832, 384, 192, 384, 48, 128, 128))
       .add_as<GlobalAvgPool2d>("avgpool")

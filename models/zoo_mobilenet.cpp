@@ -41,10 +41,10 @@ constexpr std::array<Separable, 13> kLayers = {{{64, 1},
                                                         {1024, 1}}};
 
 Conv2dOptions depthwise(int channels, int stride) {
-  return Conv2dOptions(channels, channels, 3).stride(stride).padding(1).groups(channels).bias(0);
+  return Conv2dOptions(channels, channels, 3).stride(stride).padding(1).groups(channels).bias(false);
 }
 
-Conv2dOptions pointwise(int in, int out) { return Conv2dOptions(in, out, 1).bias(0); }
+Conv2dOptions pointwise(int in, int out) { return Conv2dOptions(in, out, 1).bias(false); }
 
 std::unique_ptr<BatchNorm2d> bn(int channels) { return std::make_unique<BatchNorm2d>(BatchNorm2dOptions(channels)); }
 
@@ -55,7 +55,7 @@ std::unique_ptr<BatchNorm2d> bn(int channels) { return std::make_unique<BatchNor
 Sequential mobilenetv1(const ModelOptions& options) {
   const int classes = classes_or(options, 1000, "mobilenetv1");
   Sequential m;
-  m.add_as<Conv2d>("model.0.0", Conv2dOptions(3, 32, 3).stride(2).padding(1).bias(0))
+  m.add_as<Conv2d>("model.0.0", Conv2dOptions(3, 32, 3).stride(2).padding(1).bias(false))
       .add("model.0.1", bn(32))
       .add_as<ReLU>("model.0.2");
   int channels = 32;
@@ -80,7 +80,7 @@ Sequential mobilenetv1(const ModelOptions& options) {
 Sequential mobilenetv1_cifar10(const ModelOptions& options) {
   const int classes = classes_or(options, 10, "mobilenetv1_cifar10");
   Sequential m;
-  m.add_as<Conv2d>("conv1", Conv2dOptions(3, 32, 3).padding(1).bias(0)).add("bn1", bn(32)).add_as<ReLU>("relu");
+  m.add_as<Conv2d>("conv1", Conv2dOptions(3, 32, 3).padding(1).bias(false)).add("bn1", bn(32)).add_as<ReLU>("relu");
   int channels = 32;
   for (std::size_t i = 0; i < kLayers.size(); ++i) {
     const auto [out, stride] = kLayers[i];

@@ -42,7 +42,7 @@ struct ResNetSpec {
 };
 
 Conv2dOptions conv(int in, int out, int kernel, int stride) {
-  return Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(0);
+  return Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false);
 }
 
 std::unique_ptr<KaimingConv2d> he_conv(Conv2dOptions options) {

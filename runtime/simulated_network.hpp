@@ -31,8 +31,8 @@ struct NetworkModel {
   // Memory node whose copies of the gradients a sum acquires: the host's (STARPU_MAIN_RAM, MPI through host
   // memory) or a GPU's (NCCL on device buffers).
   int node = 0;
-  // 1: each sum occupies a CPU worker for its time (see above); 0: a network beside the cores (RDMA, NCCL).
-  int on_cores = 0;
+  // true: each sum occupies a CPU worker for its time (see above); false: a network beside the cores (RDMA, NCCL).
+  bool on_cores = false;
   // Seconds of one allreduce of `bytes` (every rank's contribution) over the ranks.
   [[nodiscard]] double allreduce_seconds(double bytes) const;
 };

@@ -77,7 +77,7 @@ void augment_sample(const float* src, float* dst, int channels, int height, int 
   } else if (src != dst) {
     std::copy(src, src + std::int64_t{channels} * height * width, dst);
   }
-  if (options.flip != 0 && (draw(seed, kFlipDraw) >> 63) != 0) {
+  if (options.flip && (draw(seed, kFlipDraw) >> 63) != 0) {
     flip_horizontal(dst, channels, height, width);
   }
 }

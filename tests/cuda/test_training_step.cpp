@@ -40,7 +40,7 @@ Trained train(const std::string& model_name, runtime::Device device, int steps) 
   runtime::Tracer::start();
   {
     testing_cuda::OnDevice on(device);
-    h = fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).shuffle(0).steps_per_epoch(steps).verbose(0));
+    h = fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).shuffle(false).steps_per_epoch(steps).verbose(false));
   }
   runtime::Engine::current()->wait_all();
   runtime::Tracer::stop();

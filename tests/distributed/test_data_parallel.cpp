@@ -54,8 +54,8 @@ std::vector<std::vector<float>> train_data_parallel(
       *g_mpi, runtime::CommunicatorOptions().mode(mode).backend(backend).cuda_device(runtime::local_rank()));
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
   fit(model, sgd, data,
-      FitOptions().batch_size(batch).tiles(2).steps_per_epoch(10).seed(4).verbose(0).data_parallel(
-          {g_mpi, &comm, 0, 0, BucketOptions().bytes(bucket_bytes)}));
+      FitOptions().batch_size(batch).tiles(2).steps_per_epoch(10).seed(4).verbose(false).data_parallel(
+          {g_mpi, &comm, false, false, BucketOptions().bytes(bucket_bytes)}));
   comm.wait_idle();
   *checksum = model.weights_checksum();
   return weights(model);
@@ -74,7 +74,7 @@ TEST(DataParallelTest, RanksEndBitwiseIdenticalAndEqualToOneRankWithTheGlobalBat
   Sequential reference = small_cnn();
   reference.build({1, 12, 12}, 100);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-  fit(reference, sgd, data, FitOptions().batch_size(2 * batch).tiles(2).steps_per_epoch(10).seed(4).verbose(0));
+  fit(reference, sgd, data, FitOptions().batch_size(2 * batch).tiles(2).steps_per_epoch(10).seed(4).verbose(false));
   const auto ref = weights(reference);
   ASSERT_EQ(ref.size(), dp.size());
   double worst = 0.0;
@@ -137,12 +137,12 @@ TEST(DataParallelTest, UnevenLastBatchIsSplitAcrossRanks) {
   runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
   Sgd sgd(SgdOptions(0.01f));
   const History h = fit(model, sgd, data,
-                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &comm, 0}));
+                        FitOptions().batch_size(4).tiles(2).verbose(false).data_parallel({g_mpi, &comm, 0}));
   EXPECT_EQ(h.epochs[0].images, 21);
   Sequential dropped = small_cnn();
   dropped.build({1, 12, 12}, 1);
   const History d = fit(dropped, sgd, data,
-                        FitOptions().batch_size(4).tiles(2).verbose(0).data_parallel({g_mpi, &comm, 1}));
+                        FitOptions().batch_size(4).tiles(2).verbose(false).data_parallel({g_mpi, &comm, 1}));
   EXPECT_EQ(d.epochs[0].images, 16);
   const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
   EXPECT_EQ(all[0], all[1]);
@@ -155,7 +155,7 @@ TEST(DataParallelRunTest, RanksStartFromRankZerosWeightsAndTrainTogether) {
   Sequential model = small_cnn();
   model.build({1, 12, 12}, 10 + static_cast<std::uint64_t>(g_mpi->rank()));
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-  FitOptions options = FitOptions().batch_size(4).tiles(2).steps_per_epoch(3).seed(1).verbose(0);
+  FitOptions options = FitOptions().batch_size(4).tiles(2).steps_per_epoch(3).seed(1).verbose(false);
   DataParallelOptions parallel = DataParallelOptions().buckets(BucketOptions().bytes(2048));
   parallel.agreement(agreement_text(options, sgd, data, nullptr, parallel));
   DataParallelRun run(*g_mpi, model, parallel);
@@ -189,7 +189,7 @@ TEST(DataParallelRunTest, DataParallelOptionsThatDifferOnOneRankAreARankMismatch
 
 Sequential bn_cnn() {
   Sequential m;
-  m.add<Conv2d>(Conv2dOptions(1, 4, 3).padding(1).bias(0))
+  m.add<Conv2d>(Conv2dOptions(1, 4, 3).padding(1).bias(false))
       .add<BatchNorm2d>(BatchNorm2dOptions(4))
       .add<ReLU>()
       .add<MaxPool2d>(MaxPool2dOptions(2))
@@ -256,27 +256,27 @@ TEST(DataParallelTest, TailBucketsCloseWhenTheRestOfTheStepIsSmaller) {
 TEST(DataParallelTest, SynchronisedBatchNormEqualsOneRankWithTheGlobalBatch) {
   const io::Dataset data = io::synthetic_dataset(200, 1, 12, 12, 5, 31);
   const std::int64_t batch = 8;
-  auto train_dp = [&](int sync, runtime::AllreduceMode mode) {
+  auto train_dp = [&](bool sync, runtime::AllreduceMode mode) {
     Sequential model = bn_cnn();
     model.build({1, 12, 12}, 7);
     runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions().mode(mode));
     Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
     fit(model, sgd, data,
-        FitOptions().batch_size(batch).tiles(2).steps_per_epoch(6).seed(2).verbose(0).data_parallel(
-            {g_mpi, &comm, 0, sync, BucketOptions().bytes(1024)}));
+        FitOptions().batch_size(batch).tiles(2).steps_per_epoch(6).seed(2).verbose(false).data_parallel(
+            {g_mpi, &comm, false, sync, BucketOptions().bytes(1024)}));
     comm.wait_idle();
     const auto all = g_mpi->all_gather(model.weights_checksum(), "test checksums");
     EXPECT_EQ(all[0], all[1]) << "ranks differ, sync " << sync;
     return state(model);
   };
-  const auto synced = train_dp(1, runtime::AllreduceMode::kOverlapped);
-  const auto synced_blocking = train_dp(1, runtime::AllreduceMode::kBlocking);
-  const auto local = train_dp(0, runtime::AllreduceMode::kOverlapped);
+  const auto synced = train_dp(true, runtime::AllreduceMode::kOverlapped);
+  const auto synced_blocking = train_dp(true, runtime::AllreduceMode::kBlocking);
+  const auto local = train_dp(false, runtime::AllreduceMode::kOverlapped);
 
   Sequential reference = bn_cnn();
   reference.build({1, 12, 12}, 7);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-  fit(reference, sgd, data, FitOptions().batch_size(2 * batch).tiles(2).steps_per_epoch(6).seed(2).verbose(0));
+  fit(reference, sgd, data, FitOptions().batch_size(2 * batch).tiles(2).steps_per_epoch(6).seed(2).verbose(false));
   const auto ref = state(reference);
   for (std::size_t i = 0; i < ref.size(); ++i) {
     EXPECT_LE(worst_difference({synced[i]}, {ref[i]}), 1e-5) << "state tensor " << i << " (weights, then buffers)";

@@ -89,8 +89,8 @@ TEST(BlockTest, FusedAddAndReluWithoutBatchNormMatchNumericalGradient) {
 TEST(BlockTest, NamesFollowPyTorchConventions) {
   Sequential model;
   auto block = std::make_unique<Block>(Merge::kAdd);
-  block->add_path(Path("").add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(0)));
-  block->add_path(Path("downsample").add<Conv2d>(Conv2dOptions(2, 4, 1).bias(0)));
+  block->add_path(Path("").add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(false)));
+  block->add_path(Path("downsample").add<Conv2d>(Conv2dOptions(2, 4, 1).bias(false)));
   model.add("layer1.0", std::move(block)).add<Flatten>().add_as<Dense>("fc", DenseOptions(4 * 3 * 3, 2));
   model.build({2, 3, 3}, 0);
   std::vector<std::string> names;

@@ -42,7 +42,7 @@ TEST(DenseTest, FusedReluMatchesNumericalGradient) {
 }
 
 TEST(DenseTest, WithoutBiasAndFromAFeatureMap) {
-  Dense layer(DenseOptions(2 * 3 * 3, 4).bias(0));
+  Dense layer(DenseOptions(2 * 3 * 3, 4).bias(false));
   check_layer_gradients(layer, {2, 3, 3}, GradCheckOptions{.batch = 5, .tiles = 3});
   EXPECT_EQ(layer.parameters().size(), 1u);
 }
@@ -65,7 +65,7 @@ TEST(Conv2dTest, BackwardMatchesNumericalGradient) {
       {Conv2dOptions(3, 4, 3).stride(2), {3, 7, 7}},
       {Conv2dOptions(2, 2, 3).padding(2).dilation(2), {2, 6, 6}},
       {Conv2dOptions(4, 6, 1).groups(2), {4, 4, 3}},
-      {Conv2dOptions(3, 3, 3).padding(1).groups(3).bias(0), {3, 5, 5}},
+      {Conv2dOptions(3, 3, 3).padding(1).groups(3).bias(false), {3, 5, 5}},
       {Conv2dOptions(1, 2, 3).kernel(3, 2).stride(1, 2).padding(1, 0), {1, 5, 6}},
   };
   for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kAuto}) {
@@ -81,7 +81,7 @@ TEST(Conv2dTest, BackwardMatchesNumericalGradient) {
 
 TEST(Conv2dTest, FusedReluMatchesNumericalGradient) {
   for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col}) {
-    Conv2d layer(Conv2dOptions(2, 3, 3).padding(1).relu(1).variant(v));
+    Conv2d layer(Conv2dOptions(2, 3, 3).padding(1).relu(true).variant(v));
     // A smaller step: every pre-activation near zero is a kink for the bias of its channel.
     check_layer_gradients(layer, {2, 5, 5}, GradCheckOptions{.eps = 2e-4f, .atol = 4e-3});
     EXPECT_NE(layer.describe().find("+ReLU"), std::string::npos);

@@ -23,30 +23,30 @@ std::vector<std::vector<GradientSize>> layers_of(const std::vector<std::vector<s
 
 TEST(BucketsTest, ABucketClosesOnceItHoldsItsBytesEvenInsideALayer) {
   // 100 floats a bucket; one layer: 60 + 50 closes, 30 + 80 closes.
-  const auto plan = plan_buckets(layers_of({{60, 50, 30, 80}}), BucketOptions().bytes(400).tail_buckets(0));
+  const auto plan = plan_buckets(layers_of({{60, 50, 30, 80}}), BucketOptions().bytes(400).tail_buckets(false));
   EXPECT_EQ(plan, (Buckets{{0, 1}, {2, 3}}));
   // The last bucket closes at the end of the step, whatever it holds.
-  EXPECT_EQ(plan_buckets(layers_of({{60, 50, 30}}), BucketOptions().bytes(400).tail_buckets(0)),
+  EXPECT_EQ(plan_buckets(layers_of({{60, 50, 30}}), BucketOptions().bytes(400).tail_buckets(false)),
             (Buckets{{0, 1}, {2}}));
 }
 
 TEST(BucketsTest, TailBucketsCloseAtALayerBoundaryOnceTheRestOfTheStepIsSmaller) {
   const auto sizes = layers_of({{1000}, {300}, {200}, {100}});
-  EXPECT_EQ(plan_buckets(sizes, BucketOptions().bytes(1 << 20).tail_buckets(1)), (Buckets{{0}, {1}, {2}, {3}}));
-  EXPECT_EQ(plan_buckets(sizes, BucketOptions().bytes(1 << 20).tail_buckets(0)), (Buckets{{0, 1, 2, 3}}));
+  EXPECT_EQ(plan_buckets(sizes, BucketOptions().bytes(1 << 20).tail_buckets(true)), (Buckets{{0}, {1}, {2}, {3}}));
+  EXPECT_EQ(plan_buckets(sizes, BucketOptions().bytes(1 << 20).tail_buckets(false)), (Buckets{{0, 1, 2, 3}}));
   // 100 in the bucket with 150 still to come: it stays open across the boundary.
-  EXPECT_EQ(plan_buckets(layers_of({{100}, {100}, {50}}), BucketOptions().tail_buckets(1)), (Buckets{{0, 1}, {2}}));
+  EXPECT_EQ(plan_buckets(layers_of({{100}, {100}, {50}}), BucketOptions().tail_buckets(true)), (Buckets{{0, 1}, {2}}));
 }
 
 TEST(BucketsTest, GradientsSummedElsewhereJoinNoBucketButCountAsToCome) {
   // Layer 1 is a synchronised BatchNorm: its 50 elements are not summed, yet the first bucket does not close
   // before them (100 < 110 still to come after layer 0).
   std::vector<std::vector<GradientSize>> layers{{{100, 1}}, {{50, 0}}, {{60, 1}}};
-  EXPECT_EQ(plan_buckets(layers, BucketOptions().tail_buckets(1)), (Buckets{{0}, {2}}));
+  EXPECT_EQ(plan_buckets(layers, BucketOptions().tail_buckets(true)), (Buckets{{0}, {2}}));
 }
 
 TEST(BucketsTest, PolicyDecisionsMatchThePlan) {
-  BucketPolicy policy(BucketOptions().bytes(400).tail_buckets(1));
+  BucketPolicy policy(BucketOptions().bytes(400).tail_buckets(true));
   EXPECT_EQ(policy.add(60), 0);
   EXPECT_EQ(policy.add(50), 1) << "110 floats >= 100";
   EXPECT_EQ(policy.layer_boundary(10), 0) << "nothing open";

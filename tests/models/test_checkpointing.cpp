@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 
 Sequential net(int hidden) {
   Sequential m;
-  m.add<Conv2d>(Conv2dOptions(2, 4, 3).padding(1).bias(0))
+  m.add<Conv2d>(Conv2dOptions(2, 4, 3).padding(1).bias(false))
       .add<BatchNorm2d>(BatchNorm2dOptions(4))
       .add<ReLU>()
       .add<MaxPool2d>(MaxPool2dOptions(2))
@@ -56,7 +56,7 @@ fs::path temp_dir(const std::string& name) {
 template <class MakeOptimizer>
 void expect_exact_resume(MakeOptimizer make_optimizer, const std::string& label) {
   const io::Dataset data = io::synthetic_dataset(50, 2, 8, 8, 3, 4);
-  const auto options = [] { return FitOptions().epochs(3).batch_size(8).tiles(2).seed(6).verbose(0); };
+  const auto options = [] { return FitOptions().epochs(3).batch_size(8).tiles(2).seed(6).verbose(false); };
 
   Sequential uninterrupted = net(12);
   uninterrupted.build({2, 8, 8}, 3);

@@ -26,7 +26,7 @@ namespace {
 
 Sequential conv_bn_net() {
   Sequential m;
-  m.add<Conv2d>(Conv2dOptions(2, 4, 3).padding(1).bias(0)).add<BatchNorm2d>(BatchNorm2dOptions(4)).add<ReLU>();
+  m.add<Conv2d>(Conv2dOptions(2, 4, 3).padding(1).bias(false)).add<BatchNorm2d>(BatchNorm2dOptions(4)).add<ReLU>();
   auto block = std::make_unique<Block>(Merge::kAdd);
   block->add_path(Path().add<Conv2d>(Conv2dOptions(4, 4, 3).padding(1)).add<BatchNorm2d>(BatchNorm2dOptions(4)));
   block->add_path(Path());
@@ -39,14 +39,14 @@ TEST(FusionTest, FoldedBatchNormGivesTheSamePredictions) {
   Sequential model = conv_bn_net();
   model.build({2, 6, 6}, 4);
   Sgd sgd(SgdOptions(0.1f).momentum(0.9f));
-  fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).verbose(0));  // non-trivial running statistics
+  fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).verbose(false));  // non-trivial running statistics
   const auto before = predict(model, data);
   EXPECT_EQ(fold_batchnorm(model), 2);
   EXPECT_EQ(fold_batchnorm(model), 0);  // already folded
   const auto after = predict(model, data);
   ASSERT_EQ(before.size(), after.size());
   for (std::size_t i = 0; i < before.size(); ++i) EXPECT_NEAR(before[i], after[i], 1e-5) << i;
-  EXPECT_THROW(fit(model, sgd, data, FitOptions().batch_size(8).verbose(0)), InvalidArgument);
+  EXPECT_THROW(fit(model, sgd, data, FitOptions().batch_size(8).verbose(false)), InvalidArgument);
 }
 
 // A small network with every fusion: the stem's BatchNorm + ReLU, a residual block with an identity shortcut and one
@@ -55,7 +55,7 @@ TEST(FusionTest, FoldedBatchNormGivesTheSamePredictions) {
 // pooling).
 Sequential every_fusion_net() {
   Sequential m;
-  m.add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(0))
+  m.add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(false))
       .add_as<BatchNorm2d>("bn1", BatchNorm2dOptions(4))
       .add_as<ReLU>("relu")
       .add("layer1.0", test_support::basic_block(4, 4, 1))
@@ -99,7 +99,7 @@ Trained train_every_fusion_net(int fusion, int tiles) {
   model.fusion(fusion);
   model.build({2, 8, 8}, 6);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-  fit(model, sgd, data, FitOptions().batch_size(12).tiles(tiles).steps_per_epoch(3).verbose(0));
+  fit(model, sgd, data, FitOptions().batch_size(12).tiles(tiles).steps_per_epoch(3).verbose(false));
   Trained t;
   for (const auto& p : model.named_parameters()) t.state.emplace_back(p.name, p.parameter->value.to_vector());
   for (const auto& b : model.named_buffers()) t.state.emplace_back(b.name, b.buffer->value.to_vector());
@@ -130,9 +130,9 @@ TEST(FusionTest, EveryFusionIsFoundWhenTheModelIsBuilt) {
   const FusionCounts again = fuse_passes(model);
   EXPECT_EQ(again.relus + again.merges, 0);
   Sequential unfused = every_fusion_net();
-  unfused.fusion(0).build({2, 8, 8}, 1);
+  unfused.fusion(false).build({2, 8, 8}, 1);
   for (std::size_t i = 0; i < unfused.size(); ++i) EXPECT_EQ(unfused.layer(i).absorbed(), 0) << i;
-  EXPECT_THROW(unfused.fusion(1), InvalidArgument);  // after build
+  EXPECT_THROW(unfused.fusion(true), InvalidArgument);  // after build
 }
 
 // Fused passes round every operation as the separate ones: training gives bitwise the unfused weights, BatchNorm
@@ -167,7 +167,7 @@ TEST(FusionTest, ZooModelsFuseEveryReluAndKeepTheirNames) {
     SCOPED_TRACE(c.model);
     const models::ModelInfo& info = models::find(c.model);
     Sequential model = info.make();
-    model.fusion(0).build(info.input, 0);
+    model.fusion(false).build(info.input, 0);
     auto names = [&model] {
       std::vector<std::string> out;
       for (const auto& p : model.named_parameters()) out.push_back(p.name);
@@ -217,7 +217,7 @@ TEST(FusionTest, FoldingAFusedModelGivesTheSamePredictions) {
   Sequential model = every_fusion_net();
   model.build({2, 8, 8}, 4);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-  fit(model, sgd, data, FitOptions().epochs(2).batch_size(12).verbose(0));
+  fit(model, sgd, data, FitOptions().epochs(2).batch_size(12).verbose(false));
   const auto before = predict(model, data);
   // The stem and each block's conv1 -> bn1 and conv2 -> bn2 (the fused one writing the sum), and the projection.
   EXPECT_EQ(fold_batchnorm(model), 1 + 2 + 2 + 1);

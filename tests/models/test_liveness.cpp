@@ -37,7 +37,7 @@ Sequential liveness_net(int fusion) {
   concat->add_path(Path());
   Sequential m;
   m.fusion(fusion);
-  m.add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(0))
+  m.add_as<Conv2d>("conv1", Conv2dOptions(2, 4, 3).padding(1).bias(false))
       .add_as<BatchNorm2d>("bn1", BatchNorm2dOptions(4))
       .add_as<ReLU>("relu")
       .add("layer1.0", test_support::basic_block(4, 4, 1))
@@ -73,7 +73,7 @@ TrainedRun train(Storage storage, int fusion, int tiles) {
   TrainedRun r;
   // The last batch is short (its own slots), validation runs the evaluation graph after each epoch.
   const History h = fit(model, sgd, data,
-                        FitOptions().epochs(2).batch_size(12).tiles(tiles).activations(storage).verbose(0), &data);
+                        FitOptions().epochs(2).batch_size(12).tiles(tiles).activations(storage).verbose(false), &data);
   r.peak_in_use = runtime::host_memory_stats().peak_in_use - runtime::host_memory_stats().in_use;
   r.validation_loss = h.epochs.back().val_loss;
   for (const auto& p : model.named_parameters()) r.state.emplace_back(p.name, p.parameter->value.to_vector());
@@ -116,7 +116,7 @@ TEST(LivenessTest, MemoryInUseFollowsTheLiveTensors) {
   constexpr int kDepth = 8;
   constexpr std::int64_t kBatch = 8;
   Sequential model;
-  for (int i = 0; i < kDepth; ++i) model.add<Conv2d>(Conv2dOptions(4, 4, 3).padding(1).bias(0));
+  for (int i = 0; i < kDepth; ++i) model.add<Conv2d>(Conv2dOptions(4, 4, 3).padding(1).bias(false));
   model.add<Flatten>().add<Dense>(DenseOptions(4 * 8 * 8, 3));
   model.build({4, 8, 8}, 2);
   const std::size_t act = kBatch * 4 * 8 * 8 * sizeof(float);  // every tensor between the convolutions

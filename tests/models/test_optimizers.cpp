@@ -415,7 +415,7 @@ TEST(OptimizerTrainingTest, EachOptimizerLowersTheTrainingLossOfATinyModel) {
     auto opt = make_optimizer(c);
     Sequential model = tiny_mlp();
     model.build({1, 4, 4}, 3);
-    const History h = fit(model, *opt, data, FitOptions().epochs(6).batch_size(8).tiles(2).seed(1).verbose(0));
+    const History h = fit(model, *opt, data, FitOptions().epochs(6).batch_size(8).tiles(2).seed(1).verbose(false));
     ASSERT_EQ(h.epochs.size(), 6u);
     EXPECT_LT(h.epochs.back().loss, 0.5 * h.epochs.front().loss) << name << ": " << opt->describe();
     EXPECT_GT(h.epochs.back().accuracy, 0.9) << name << ": " << opt->describe();

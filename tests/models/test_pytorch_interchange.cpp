@@ -48,10 +48,10 @@ TEST(PytorchInterchangeTest, Resnet18Cifar10GivesTheSameLogitsInPyTorch) {
   // A few steps, so that the running statistics of every BatchNorm are not the initial ones.
   const io::Dataset train = io::synthetic_dataset(32, 3, 32, 32, 10, 1);
   Sgd sgd(SgdOptions(0.01f).momentum(0.9f));
-  fit(model, sgd, train, FitOptions().batch_size(16).tiles(2).verbose(0));
+  fit(model, sgd, train, FitOptions().batch_size(16).tiles(2).verbose(false));
 
   const io::Dataset input = io::synthetic_dataset(4, 3, 32, 32, 10, 2);
-  const auto ours = predict(model, input, EvalOptions().logits(1));
+  const auto ours = predict(model, input, EvalOptions().logits(true));
   io::save_checkpoint(dir / "ckpt.h5", capture_checkpoint(model, nullptr, CheckpointMeta{info.name}));
   write_floats(dir / "input.f32", input.images);
 

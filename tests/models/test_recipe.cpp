@@ -39,7 +39,7 @@ TEST(RecipeTest, SgdDefaultsToMomentumNineTenthsInAnyCase) {
 
 TEST(RecipeTest, ScheduleCallbacksComeInTheOrderTheyMustRun) {
   EXPECT_EQ(schedule_callbacks(ScheduleOptions(), 3).size(), 1u) << "the cosine decay alone";
-  EXPECT_TRUE(schedule_callbacks(ScheduleOptions().cosine(0), 3).empty());
+  EXPECT_TRUE(schedule_callbacks(ScheduleOptions().cosine(false), 3).empty());
   const auto all = schedule_callbacks(ScheduleOptions()
                                           .warmup(1.5, 0.1f)
                                           .step_decay(2)

@@ -394,7 +394,7 @@ TEST(ScheduleFitTest, TheRecordedLrOfEachEpochFollowsTheSchedules) {
   Sgd sgd(SgdOptions(0.1f).momentum(0.9f));
   auto recorder = std::make_shared<Recorder>();
   const History h = fit(model, sgd, data,
-                        FitOptions().epochs(4).batch_size(8).steps_per_epoch(3).verbose(0)
+                        FitOptions().epochs(4).batch_size(8).steps_per_epoch(3).verbose(false)
                             .callback(std::make_shared<WarmUp>(Epochs{1}, 0.5f))
                             .callback(std::make_shared<StepDecay>(1, 0.5f))
                             .callback(recorder));
@@ -413,7 +413,7 @@ TEST(ScheduleFitTest, CosineDecayPerStepAcrossEpochs) {
   Sgd sgd(SgdOptions(0.1f));
   const History h =
       fit(model, sgd, data,
-          FitOptions().epochs(3).batch_size(8).steps_per_epoch(4).verbose(0)
+          FitOptions().epochs(3).batch_size(8).steps_per_epoch(4).verbose(false)
               .callback(std::make_shared<CosineDecay>(CosineDecayOptions(Epochs{3}).min_lr(0.01f))));
   for (int e = 0; e < 3; ++e) {
     EXPECT_NEAR(h.epochs[e].learning_rate, cosine(0.1, 0.01, (4 * e + 3) / 12.0), 1e-7) << "epoch " << e + 1;
@@ -429,7 +429,7 @@ TEST(EarlyStoppingFitTest, StopsAndRestoresTheWeightsOfTheBestEpoch) {
   auto recorder = std::make_shared<Recorder>();
   auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions("val_loss").patience(2));
   const History h = fit(model, sgd, train,
-                        FitOptions().epochs(12).batch_size(8).verbose(0)
+                        FitOptions().epochs(12).batch_size(8).verbose(false)
                             .callback(std::make_shared<Sabotage>(3)).callback(recorder).callback(es),
                         &val);
   ASSERT_LT(h.epochs.size(), 12u);
@@ -452,7 +452,7 @@ TEST(EarlyStoppingFitTest, RestoresTheBestWeightsAtTheEndWhenItDidNotStop) {
   auto recorder = std::make_shared<Recorder>();
   auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions("loss").patience(100));
   const History h = fit(model, sgd, train,
-                        FitOptions().epochs(5).batch_size(8).verbose(0)
+                        FitOptions().epochs(5).batch_size(8).verbose(false)
                             .callback(std::make_shared<Sabotage>(3)).callback(recorder).callback(es));
   ASSERT_EQ(h.epochs.size(), 5u);
   EXPECT_EQ(es->stopped_epoch(), 0);
@@ -468,9 +468,9 @@ TEST(EarlyStoppingFitTest, WithoutRestoreBestTheLastWeightsStay) {
   model.build({1, 4, 4}, 3);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
   auto recorder = std::make_shared<Recorder>();
-  auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions("loss").patience(100).restore_best(0));
+  auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions("loss").patience(100).restore_best(false));
   fit(model, sgd, train,
-      FitOptions().epochs(5).batch_size(8).verbose(0).callback(std::make_shared<Sabotage>(3)).callback(recorder)
+      FitOptions().epochs(5).batch_size(8).verbose(false).callback(std::make_shared<Sabotage>(3)).callback(recorder)
           .callback(es));
   EXPECT_FALSE(es->restored());
   EXPECT_TRUE(same_bits(weights_of(model), recorder->weights.back()));

@@ -39,7 +39,7 @@ constexpr std::int64_t kSamples = 17;
 const AugmentOptions kAugment{1, 1};
 
 FitOptions fit_options() {
-  return FitOptions().batch_size(kBatch).tiles(3).shuffle(0).seed(9).augment(kAugment).verbose(0);
+  return FitOptions().batch_size(kBatch).tiles(3).shuffle(false).seed(9).augment(kAugment).verbose(false);
 }
 
 TEST(TrainStepTest, StepsSubmittedWithoutReadingATensorEqualFit) {

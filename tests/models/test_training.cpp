@@ -249,7 +249,7 @@ TEST_P(TaskGraphStepTest, EqualsThePlainSequentialReference) {
   for (int s = 0; s < 3; ++s) ref.step(data, s * batch, batch, lr, momentum);
 
   Sgd sgd(SgdOptions(static_cast<float>(lr)).momentum(static_cast<float>(momentum)));
-  fit(model, sgd, data, FitOptions().batch_size(batch).tiles(tiles).shuffle(0).steps_per_epoch(3).verbose(0));
+  fit(model, sgd, data, FitOptions().batch_size(batch).tiles(tiles).shuffle(false).steps_per_epoch(3).verbose(false));
   for (const auto& np : model.named_parameters()) {
     const auto got = np.parameter->value.to_vector();
     const Vec& want = ref.weights.at(np.name);
@@ -324,7 +324,7 @@ TEST(FitTest, ShortLastBatchAndTwoEpochsAreCounted) {
   Sequential model = small_cnn();
   model.build({2, 10, 10}, 1);
   Sgd sgd(SgdOptions(0.01f));
-  const History h = fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).tiles(3).verbose(0));
+  const History h = fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).tiles(3).verbose(false));
   ASSERT_EQ(h.epochs.size(), 2u);
   EXPECT_EQ(h.epochs[0].images, 21);
   EXPECT_EQ(h.images(), 42);
@@ -337,13 +337,13 @@ TEST(FitTest, AugmentationIsSeededAndChangesTraining) {
     Sequential model = small_cnn();
     model.build({2, 10, 10}, 1);
     Sgd sgd(SgdOptions(0.05f));
-    fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).seed(seed).verbose(0).augment(augment));
+    fit(model, sgd, data, FitOptions().batch_size(8).tiles(2).seed(seed).verbose(false).augment(augment));
     return model.weights_checksum();
   };
-  const AugmentOptions flip_crop{1, 2};
+  const AugmentOptions flip_crop{true, 2};
   EXPECT_EQ(run(flip_crop, 3), run(flip_crop, 3));
   EXPECT_NE(run(flip_crop, 3), run(AugmentOptions{}, 3));
-  EXPECT_THROW(run(AugmentOptions{2, 0}, 3), InvalidArgument);
+  EXPECT_THROW(run(AugmentOptions{false, -1}, 3), InvalidArgument);
 }
 
 TEST(FitTest, StreamingFromHdf5EqualsTrainingInMemory) {
@@ -357,7 +357,7 @@ TEST(FitTest, StreamingFromHdf5EqualsTrainingInMemory) {
     Sequential model = small_cnn();
     model.build({2, 10, 10}, 1);
     Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-    fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).tiles(3).seed(2).verbose(0).augment(augment));
+    fit(model, sgd, data, FitOptions().epochs(2).batch_size(8).tiles(3).seed(2).verbose(false).augment(augment));
     return model.weights_checksum();
   };
   EXPECT_EQ(run(streamed, {}), run(in_memory, {}));
@@ -372,7 +372,7 @@ TEST(FitTest, RejectsAModelThatDoesNotFitTheData) {
   model.build({2, 10, 10}, 1);
   Sgd sgd(SgdOptions(0.01f));
   try {
-    fit(model, sgd, data, FitOptions().verbose(0));
+    fit(model, sgd, data, FitOptions().verbose(false));
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("has samples of shape (1, 28, 28), the model expects (2, 10, 10)"),
@@ -411,7 +411,7 @@ TEST(FashionMnistTest, SubsetReachesEightyPercent) {
   Sequential model = models::simplecnn();
   model.build({1, 28, 28}, 1);
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
-  fit(model, sgd, train, FitOptions().epochs(3).batch_size(64).tiles(2).seed(1).verbose(0));
+  fit(model, sgd, train, FitOptions().epochs(3).batch_size(64).tiles(2).seed(1).verbose(false));
   const EvalResult r = evaluate(model, test);
   EXPECT_GE(r.accuracy, 0.80) << "loss " << r.loss;
 }

@@ -192,7 +192,7 @@ double train_one_step(Sequential& model, const Shape& input, int classes) {
                                                  static_cast<int>(input[2]), classes, 11);
   const std::uint64_t before = model.weights_checksum();
   Sgd sgd(SgdOptions(0.01f).momentum(0.9f));
-  const History h = fit(model, sgd, data, FitOptions().batch_size(2).tiles(2).steps_per_epoch(1).verbose(0));
+  const History h = fit(model, sgd, data, FitOptions().batch_size(2).tiles(2).steps_per_epoch(1).verbose(false));
   EXPECT_NE(model.weights_checksum(), before) << "one step changed no weight";
   return h.epochs.at(0).loss;
 }
@@ -209,7 +209,7 @@ TEST(ZooTest, ResNet20TrainsOneStep) {
 // concatenation (Inception v3 module E): the zoo's block shapes in one small graph.
 TEST(ZooTest, DenseAndInceptionBlocksTrainOneStep) {
   auto conv = [](int in, int out, int kh, int kw) {
-    return std::make_unique<Conv2d>(Conv2dOptions(in, out, 1).kernel(kh, kw).padding(kh / 2, kw / 2).bias(0));
+    return std::make_unique<Conv2d>(Conv2dOptions(in, out, 1).kernel(kh, kw).padding(kh / 2, kw / 2).bias(false));
   };
   auto dense_layer = std::make_unique<Block>(Merge::kConcat);
   dense_layer->add_path(Path())

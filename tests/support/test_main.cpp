@@ -9,7 +9,7 @@
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  auto options = dtnn::runtime::EngineOptions().workers(2).profiling(1);
+  auto options = dtnn::runtime::EngineOptions().workers(2).profiling(true);
 #ifdef DTNN_TEST_CUDA_WORKERS
   if (dtnn::runtime::built_with_cuda()) {
     options.cuda(-1);
