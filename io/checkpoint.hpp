@@ -76,8 +76,9 @@ enum class MetricGoal { kMinimize, kMaximize };
 // crash-safely. Stale temporary files of dead processes are removed when it is opened and after each save.
 class CheckpointDirectory {
  public:
+  static constexpr int kDefaultKeepLast = 3;
   // Creates dir when missing. InvalidArgument when keep_last < 1.
-  explicit CheckpointDirectory(std::filesystem::path dir, int keep_last = 3);
+  explicit CheckpointDirectory(std::filesystem::path dir, int keep_last = kDefaultKeepLast);
 
   // Writes the checkpoint, prunes the older ones and returns its path.
   std::filesystem::path save(const Checkpoint& checkpoint);

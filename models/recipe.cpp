@@ -9,10 +9,73 @@
 
 #include "core/errors.hpp"
 #include "io/checkpoint.hpp"
+#include "io/cifar.hpp"
+#include "io/h5dataset.hpp"
+#include "io/normalize.hpp"
 #include "models/checkpointing.hpp"
 #include "models/schedules.hpp"
 
 namespace dtnn {
+namespace {
+
+void set_conv_variant(Layer& layer, ConvVariant v) {
+  if (auto* conv = dynamic_cast<Conv2d*>(&layer)) conv->set_variant(v);
+  for (Layer* child : layer.children()) set_conv_variant(*child, v);
+}
+
+}  // namespace
+
+io::TrainTest open_dataset(const DataOptions& o, std::int64_t batch_hint) {
+  if (o.dataset == "h5") {
+    if (o.file.empty()) throw InvalidArgument("--data-file: required for --dataset h5");
+    return {io::open_h5_dataset(o.file, "train", batch_hint), io::open_h5_dataset(o.file, "test", batch_hint)};
+  }
+  std::filesystem::path dir = o.dir;
+  if (dir.empty()) {
+    if (o.dataset != "fashion-mnist") {
+      throw InvalidArgument(fmt::format("--data-dir: required for --dataset {}", o.dataset));
+    }
+    dir = io::default_fashion_mnist_dir();
+  }
+  if (o.dataset == "cifar10") return io::load_cifar10(dir);
+  if (o.dataset == "cifar100") return io::load_cifar100(dir);
+  return io::load_mnist_like(dir, o.dataset);
+}
+
+Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed) {
+  const models::ModelInfo& info = models::find(options.name);
+  Sequential model = info.make();
+  for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), options.conv);
+  model.fusion(options.fusion);
+  model.build(info.input, seed);
+  return model;
+}
+
+io::TrainTest load_data(const DataOptions& o, const models::ModelInfo& model, std::int64_t batch_hint,
+                        std::uint64_t seed) {
+  if (o.dataset == "synthetic") {
+    const auto& in = model.input;
+    const auto n = static_cast<int>(o.synthetic_samples);
+    return {io::synthetic_dataset(n, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+                                  model.classes, seed),
+            io::synthetic_dataset(std::max(1, n / 6), static_cast<int>(in[0]), static_cast<int>(in[1]),
+                                  static_cast<int>(in[2]), model.classes, seed + 1)};
+  }
+  io::TrainTest data = open_dataset(o, batch_hint);
+  if (o.train_samples > 0) {
+    data.train = data.train.stratified_subset(std::min(o.train_samples, data.train.size()), seed);
+  }
+  if (o.test_samples > 0) {
+    data.test = data.test.stratified_subset(std::min(o.test_samples, data.test.size()), seed + 1);
+  }
+  if (o.normalize) {
+    // The training set's statistics for both, as PyDTNN does.
+    const io::ChannelStats stats = io::channel_stats(data.train);
+    io::normalize(data.train, stats);
+    io::normalize(data.test, stats);
+  }
+  return data;
+}
 
 std::vector<std::shared_ptr<Callback>> schedule_callbacks(const ScheduleOptions& o, int epochs) {
   std::vector<std::shared_ptr<Callback>> out;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the dtnn program makes of its options, as library calls, so that a program of one's own trains as the
-// command line does: the learning-rate schedules and stopping rules as fit() callbacks, dtnn's optimizer
-// defaults, the validation split, and resuming from a checkpoint.
+// command line does: a zoo model with its convolution algorithm, the datasets by name, the learning-rate
+// schedules and stopping rules as fit() callbacks, dtnn's optimizer defaults, the validation split, and resuming
+// from a checkpoint. The program binds its options straight into these structs: their defaults are its defaults.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +12,49 @@
 #include <vector>
 
 #include "io/dataset.hpp"
+#include "layers/conv2d.hpp"
 #include "models/optimizers.hpp"
 #include "models/sequential.hpp"
 #include "models/training.hpp"
+#include "models/zoo.hpp"
 
 namespace dtnn {
+
+// A model of the zoo as the program builds it.
+struct ZooModelOptions {
+  std::string name = "simplecnn";  // models::registry()
+  // Every Conv2d's algorithm: Winograd for the 3x3 stride-1 layers where it pays, convgemm for the others
+  // (docs/design.md, Convolution).
+  ConvVariant conv = ConvVariant::kWinograd;
+  bool fusion = true;  // Sequential::fusion
+};
+
+// The zoo's model `options.name` with every convolution set to options.conv, built for its input shape with the
+// weights of `seed`. InvalidArgument (naming --model) for an unknown name.
+Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed);
+
+// The data of a run, by name.
+struct DataOptions {
+  // fashion-mnist, mnist (IDX), cifar10, cifar100 (binary version), h5 (dtnn convert's file, streamed) or synthetic.
+  std::string dataset = "fashion-mnist";
+  std::filesystem::path dir;   // the IDX or CIFAR files; fashion-mnist's default: io::default_fashion_mnist_dir()
+  std::filesystem::path file;  // the HDF5 file of h5
+  std::int64_t train_samples = 0;  // > 0: a seeded, class-balanced subset of the training set
+  std::int64_t test_samples = 0;   // > 0: the same of the test set
+  std::int64_t synthetic_samples = 6400;  // training samples of synthetic (and a sixth of it for testing)
+  bool normalize = false;  // per-channel normalisation of both sets with the training set's mean and std
+};
+
+// The files of a dataset that has files (all but synthetic), whole; an h5 file is opened for batches of batch_hint
+// rows. InvalidArgument (naming --data-dir, --data-file) when a required path is missing; DataError for unreadable
+// files.
+io::TrainTest open_dataset(const DataOptions& options, std::int64_t batch_hint);
+
+// The training and test sets of `options` for `model` (synthetic data takes its input shape and classes), the
+// subsets and synthetic samples drawn from `seed`; an h5 file is opened for batches of batch_hint rows.
+// InvalidArgument (naming --data-dir, --data-file) when a required path is missing; DataError for unreadable files.
+io::TrainTest load_data(const DataOptions& options, const models::ModelInfo& model, std::int64_t batch_hint,
+                        std::uint64_t seed);
 
 // The schedules that apply together (models/schedules.hpp): a warm-up, then the cosine decay (or a constant
 // rate), with step decay and plateau reductions on top; early stopping and a loss threshold end training.
@@ -52,6 +91,10 @@ struct ScheduleOptions {
 
 // The callbacks of the schedules, in the order they must run, for a run of `epochs` epochs.
 std::vector<std::shared_ptr<Callback>> schedule_callbacks(const ScheduleOptions& options, int epochs);
+
+// dtnn's learning rate where none is given: what the zoo's models are tuned for with SGD, momentum 0.9 and the
+// cosine schedule.
+inline constexpr float kDefaultLearningRate = 0.05f;
 
 // make_optimizer with dtnn's defaults: the name in any case, and SGD's momentum 0.9 unless given (what the zoo's
 // models are tuned for; the other optimizers keep their own defaults).

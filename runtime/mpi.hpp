@@ -12,10 +12,13 @@
 
 namespace dtnn::runtime {
 
+// Seconds a collective waits for the other ranks before the job is aborted (dtnn train --mpi-timeout).
+inline constexpr int kDefaultMpiTimeoutS = 300;
+
 class Mpi {
  public:
   // timeout_s: how long a collective may wait for the other ranks before the job is aborted.
-  explicit Mpi(int timeout_s = 300);
+  explicit Mpi(int timeout_s = kDefaultMpiTimeoutS);
   ~Mpi();
   Mpi(const Mpi&) = delete;
   Mpi& operator=(const Mpi&) = delete;
