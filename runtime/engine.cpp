@@ -269,10 +269,10 @@ class StartEnvironment {
 void start_starpu(starpu_conf& conf, const EngineOptions& o) {
   install_host_allocator(o.host_allocator_);
 #ifdef DTNN_SIMGRID
-  // `dtnn simulate` runs under StarPU's own main, which has started SimGrid already (examples/dtnn_main.cpp,
-  // prepare_simulation). A program that keeps its main gets SimGrid started here, from these arguments (starpu_init
-  // passes none and crashes there), with the running thread attached (SimGrid's slower thread contexts). SimGrid's
-  // INFO lines (platform version, configuration changes) are left out; warnings stay.
+  // `dtnn simulate` runs under StarPU's own main, which has started SimGrid already (app/simulate.cpp). A program
+  // that keeps its main gets SimGrid started here, from these arguments (starpu_init passes none and crashes
+  // there), with the running thread attached (SimGrid's slower thread contexts). SimGrid's INFO lines (platform
+  // version, configuration changes) are left out; warnings stay.
   static char program[] = "dtnn";
   static char quiet[] = "--log=root.thres:warning";
   static char* arguments[] = {program, quiet, nullptr};

@@ -20,30 +20,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "examples/program.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int status;
-  std::string output;
-};
+using CliRun = dtnn::test::ProgramRun;
 
 std::string exe() {
   const char* bin = std::getenv("DTNN_BIN");
-  return bin != nullptr ? bin : DTNN_BINARY_DIR "/bin/dtnn";
+  return bin != nullptr ? bin : dtnn::test::built_program("dtnn");
 }
 
-CliRun dtnn_with_prefix(const std::string& command) {
-  const std::string cmd = "STARPU_SILENT=1 OMPI_MCA_btl_vader_single_copy_mechanism=none " + command + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
-  const int rc = pclose(pipe);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
+CliRun dtnn_with_prefix(const std::string& command) { return dtnn::test::run_program(command); }
 
 CliRun dtnn(const std::string& args) { return dtnn_with_prefix(exe() + " " + args); }
 

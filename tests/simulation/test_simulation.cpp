@@ -343,7 +343,7 @@ std::size_t derived_folders() {
   return n;
 }
 
-// The simulation runs in a second process (examples/dtnn_main.cpp, prepare_simulation): what stops it reaches the
+// The simulation runs in a second process (app/simulate.cpp): what stops it reaches the
 // user with its cause and a non-zero status, and the first process still removes the derived target folder.
 TEST(SimulationTest, AFailureInTheSimulationProcessIsReported) {
   // The H200 calibration's resnet18 has tile_sum shapes with fewer than 10 samples: StarPU aborts mid-run.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "examples/report.hpp"
+#include "app/report.hpp"
 
 #include <sys/resource.h>
 
@@ -11,7 +11,7 @@
 #include "runtime/host_memory.hpp"
 #include "runtime/text_file.hpp"
 
-namespace dtnn::cli {
+namespace dtnn::app {
 namespace {
 
 nlohmann::json epoch_json(const EpochRecord& e) {
@@ -126,4 +126,4 @@ void write_train_report(const std::string& file, nlohmann::json run, const Histo
   runtime::write_text_file(file, run.dump(2) + "\n", "report");
 }
 
-}  // namespace dtnn::cli
+}  // namespace dtnn::app

@@ -14,7 +14,7 @@
 #include "models/sequential.hpp"
 #include "models/training.hpp"
 
-namespace dtnn::cli {
+namespace dtnn::app {
 
 // The process's peak resident memory, MiB.
 double peak_rss_mb();
@@ -48,4 +48,4 @@ void write_train_report(const std::string& file, nlohmann::json run, const Histo
                         const std::optional<EvalResult>& test, const std::vector<std::uint64_t>& checksums,
                         const MemoryBreakdown& memory);
 
-}  // namespace dtnn::cli
+}  // namespace dtnn::app

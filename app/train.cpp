@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: Apache-2.0
+// dtnn train: a model of the zoo trained on a dataset, then tested (also under mpirun: data parallel).
+// dtnn benchmark: the same on synthetic data by default, for its throughput.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "app/options.hpp"
+#include "app/report.hpp"
+#include "io/checkpoint.hpp"
+#include "models/checkpointing.hpp"
+#include "models/distributed.hpp"
+#include "models/schedules.hpp"
+#include "models/step_probes.hpp"
+#include "runtime/trace.hpp"
+
+namespace dtnn::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TrainOptions {
+  RunOptions run;
+  FitOptions fit;
+  OptimizerConfig optimizer = [] {
+    OptimizerConfig c;
+    c.learning_rate = kDefaultLearningRate;
+    return c;
+  }();
+  ScheduleOptions schedule;
+  DataParallelOptions parallel;
+  runtime::Priorities priorities = runtime::task_priorities();
+  double validation_split = 0.0;
+  bool test_as_validation = false;
+  bool scale_lr = false;
+  bool no_test = false;
+  std::string trace;    // Chrome trace of every task
+  std::string history;  // per-epoch metrics
+  std::string dag;      // one step's task graph
+  std::optional<std::int64_t> dag_step;
+  std::string checkpoint_dir;
+  int keep = io::CheckpointDirectory::kDefaultKeepLast;
+  std::int64_t checkpoint_steps = 0;
+  std::string resume;
+  int mpi_timeout = runtime::kDefaultMpiTimeoutS;
+  // Fault injection of the tests: the rank and step at which a process is killed or hangs.
+  int fail_rank = -1;
+  std::int64_t fail_step = -1;
+  std::string fail_mode = "kill";
+};
+
+void add_train_options(CLI::App* app, TrainOptions& o) {
+  add_run_options(app, o.run, {o.fit.batch_size_, o.fit.tiles_, o.fit.loss_, o.fit.seed_});
+  app->add_option("--epochs", o.fit.epochs_, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--steps-per-epoch", o.fit.steps_per_epoch_, "steps per epoch (0: the whole training set)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--optimizer", o.optimizer.name, "sgd, rmsprop, adam, adamw or nadam")
+      ->check(CLI::IsMember(optimizer_names(), CLI::ignore_case))
+      ->capture_default_str();
+  app->add_option("--lr", o.optimizer.learning_rate, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--momentum", o.optimizer.momentum, "momentum of sgd (default 0.9) and rmsprop (default 0)")
+      ->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--nesterov", o.optimizer.nesterov, "1: Nesterov momentum (sgd)")->check(CLI::Range(0, 1));
+  app->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay (decoupled for adamw)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--beta1", o.optimizer.beta1, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--beta2", o.optimizer.beta2, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--eps", o.optimizer.eps, "rmsprop, adam, adamw, nadam")->check(CLI::PositiveNumber);
+  app->add_option("--alpha", o.optimizer.alpha, "rmsprop's smoothing constant (PyDTNN's rho)")
+      ->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--label-smoothing", o.fit.label_smoothing_, "targets (1 - s) one-hot + s / classes")
+      ->check(CLI::Range(0.0f, 0.999f));
+  app->add_flag("--flip", o.fit.augment_.flip, "augmentation: random horizontal flips");
+  app->add_option("--crop-padding", o.fit.augment_.crop_padding,
+                  "augmentation: random crops of the image padded by this much")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--validation-split", o.validation_split, "fraction of the training set kept for validation")
+      ->check(CLI::Range(0.0, 0.99));
+  app->add_flag("--test-as-validation", o.test_as_validation, "validate on the test set after every epoch");
+  app->add_option("--warmup-epochs", o.schedule.warmup_epochs_, "linear learning-rate warm-up over this many epochs")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--warmup-start", o.schedule.warmup_start_, "warm-up's first learning rate, as a fraction of --lr")
+      ->check(CLI::Range(1e-6f, 1.0f))
+      ->capture_default_str();
+  app->add_option("--lr-step-epochs", o.schedule.lr_step_epochs_,
+                  "multiply the learning rate by --lr-decay every N epochs")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--lr-decay", o.schedule.lr_decay_, "factor of --lr-step-epochs and --plateau-patience")
+      ->check(CLI::Range(1e-6f, 1.0f))
+      ->capture_default_str();
+  app->add_option("--plateau-patience", o.schedule.plateau_patience_,
+                  "multiply the learning rate by --lr-decay after this many epochs without improvement of --monitor")
+      ->check(CLI::NonNegativeNumber);
+  add_named(app, "--lr-schedule", o.schedule.cosine_, {{"cosine", true}, {"constant", false}},
+            "cosine (decay per step over all the epochs, to --min-lr) or constant; the other schedules apply on top");
+  app->add_option("--min-lr", o.schedule.min_lr_, "floor of the learning-rate schedules")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--early-stopping", o.schedule.early_stopping_,
+                  "stop after this many epochs without improvement of --monitor, restoring the best weights")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--monitor", o.schedule.monitor_,
+                  "metric of the schedules and checkpoints: val_loss, val_accuracy, loss, accuracy")
+      ->check(CLI::IsMember({"val_loss", "val_accuracy", "loss", "accuracy"}))
+      ->capture_default_str();
+  app->add_option("--stop-at-loss", o.schedule.stop_at_loss_, "stop once the (validation) loss is at or below this");
+  app->add_flag("--scale-lr", o.scale_lr, "multiply the learning rate by the number of ranks (linear scaling rule)");
+  app->add_option("--history", o.history, "per-epoch metrics, CSV or JSON by the file's extension");
+  app->add_option("--trace", o.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
+  app->add_option("--dag", o.dag, "one training step's task graph as JSON: tasks, dependencies, times, bounds");
+  add_named(app, "--priorities", o.priorities, priority_names(),
+            "on: dtnn's task priorities (default); off: every task at 0");
+  app->add_option("--dag-step", o.dag_step, "the step --dag records (-1: the third step of the run)")
+      ->check(CLI::Range(std::int64_t{-1}, std::numeric_limits<std::int64_t>::max()));
+  app->add_option("--fxt", o.run.engine.fxt_dir_, "record StarPU's FxT trace into this folder (for starpu_fxt_tool; "
+                                                  "docs/building.md)");
+  app->add_option("--checkpoint-dir", o.checkpoint_dir, "save HDF5 checkpoints there after every epoch");
+  app->add_option("--keep", o.keep, "checkpoints kept besides the best")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--checkpoint-steps", o.checkpoint_steps, "also save every N steps")->check(CLI::NonNegativeNumber);
+  app->add_option("--resume", o.resume, "continue from a checkpoint file, or from the newest in a directory");
+  app->add_flag("--no-test", o.no_test, "skip the evaluation on the test set");
+  add_named(app, "--allreduce", o.parallel.mode_,
+            {{"overlapped", runtime::AllreduceMode::kOverlapped}, {"blocking", runtime::AllreduceMode::kBlocking}},
+            "MPI gradient reduction: overlapped (each bucket as soon as its gradients are final) or blocking (after "
+            "the whole backward pass)");
+  app->add_option_function<std::string>(
+         "--allreduce-backend",
+         [&o](const std::string& name) {
+           if (name == "auto") {
+             o.parallel.backend_.reset();
+           } else {
+             o.parallel.backend_ = name == "nccl" ? runtime::AllreduceBackend::kNccl : runtime::AllreduceBackend::kMpi;
+           }
+         },
+         "mpi (host buffers), nccl (GPU buffers) or auto (nccl when training on GPUs)")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
+      ->default_str("auto");
+  add_scaled(app, "--bucket-mb", o.parallel.buckets_.bytes_, kMiB, "size of a gradient bucket for the allreduce, MiB")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--tail-buckets", o.parallel.buckets_.tail_buckets_,
+                  "1: a bucket also closes at a layer boundary once it holds as much as the gradients still to come, "
+                  "so the step's last reduction is small; 0: buckets close on size only (as DDP)")
+      ->check(CLI::IsMember({0, 1}))
+      ->default_str(o.parallel.buckets_.tail_buckets_ ? "1" : "0");
+  app->add_option("--mpi-timeout", o.mpi_timeout,
+                  "seconds a rank waits for the others before aborting the job (a rank died or hangs)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_flag("--drop-last", o.parallel.drop_last_,
+                "drop a last global batch smaller than the others (default: split it evenly over the ranks)");
+  app->add_flag("--sync-bn", o.parallel.sync_batchnorm_,
+                "BatchNorm statistics over every rank's rows of the global batch (default: each rank's own)");
+  app->add_option("--fail-rank", o.fail_rank, "fault injection (tests): the rank that fails")->group("");
+  app->add_option("--fail-step", o.fail_step, "fault injection (tests): before this global step")->group("");
+  app->add_option("--fail-mode", o.fail_mode, "fault injection (tests): kill or hang")
+      ->check(CLI::IsMember({"kill", "hang"}))
+      ->group("");
+}
+
+// trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
+std::string per_rank(const std::string& file, const runtime::Mpi& mpi) {
+  if (!mpi.active()) return file;
+  const fs::path p(file);
+  return (p.parent_path() / (p.stem().string() + fmt::format(".rank{}", mpi.rank()) + p.extension().string()))
+      .string();
+}
+
+// What rebuilds the model from a checkpoint (CheckpointMeta::model_options).
+std::string model_options_json(const ZooModelOptions& model, const models::ModelInfo& info) {
+  return nlohmann::json{{"classes", info.classes}, {"conv", to_string(model.conv)}, {"input", info.input}}.dump();
+}
+
+// The fault-injection option's effect, as a callback so that it happens at a step boundary.
+class FailAtStep : public Callback {
+ public:
+  FailAtStep(std::int64_t step, std::string mode) : step_(step), mode_(std::move(mode)) {}
+  void on_batch_begin(TrainState& state) override {
+    if (state.step != step_) return;
+    std::fprintf(stderr, "dtnn: fault injection: %s at step %lld\n", mode_.c_str(), static_cast<long long>(step_));
+    std::fflush(stderr);
+    if (mode_ == "kill") {
+      std::raise(SIGKILL);
+    }
+    while (true) pause();
+  }
+
+ private:
+  std::int64_t step_;
+  std::string mode_;
+};
+
+// The callbacks of the program's own options: checkpoints (they need the zoo's name and options), the step's
+// graph and the fault injection of the tests.
+void add_program_callbacks(FitOptions& fit, const TrainOptions& o, const models::ModelInfo& info,
+                           const runtime::Mpi& mpi, bool has_validation) {
+  if (!o.checkpoint_dir.empty()) {
+    fit.callback(std::make_shared<CheckpointCallback>(
+        std::make_shared<io::CheckpointDirectory>(o.checkpoint_dir, o.keep),
+        CheckpointMeta{info.name, model_options_json(o.run.model, info), mpi.size()}, o.checkpoint_steps,
+        has_validation ? o.schedule.monitor_ : "loss", mpi.rank()));
+  }
+  if (o.fail_step >= 0 && o.fail_rank == mpi.rank()) {
+    fit.callback(std::make_shared<FailAtStep>(o.fail_step, o.fail_mode));
+  }
+  if (!o.dag.empty()) {
+    const std::string file = per_rank(o.dag, mpi);
+    fit.callback(o.dag_step ? std::make_shared<DagCapture>(file, *o.dag_step) : std::make_shared<DagCapture>(file));
+  }
+}
+
+// What ran, as the report states it.
+nlohmann::json run_facts(const TrainOptions& o, const models::ModelInfo& info, const io::TrainTest& data,
+                         const Sequential& model, const runtime::Engine& engine, const Optimizer& optimizer,
+                         const runtime::Mpi& mpi) {
+  return {
+      {"model", info.name},
+      {"dataset", data.train.name},
+      {"train_samples", data.train.size()},
+      {"parameters", model.parameter_count()},
+      {"epochs", o.fit.epochs_},
+      {"batch_size", o.fit.batch_size_},
+      {"tiles", o.fit.tiles_},
+      {"conv", to_string(o.run.model.conv)},
+      {"fusion", o.run.model.fusion ? "on" : "off"},
+      {"host_allocator", runtime::to_string(engine.host_allocator())},
+      {"scheduler", engine.scheduler()},
+      {"workers", engine.cpu_workers()},
+      {"cuda_workers", engine.cuda_workers()},
+      {"device", runtime::to_string(runtime::task_device())},
+      {"seed", o.fit.seed_},
+      {"optimizer", optimizer.describe()},
+      {"engine", engine.describe()},
+      {"ranks", mpi.size()},
+      {"allreduce",
+       !mpi.active() ? "none" : o.parallel.mode_ == runtime::AllreduceMode::kBlocking ? "blocking" : "overlapped"},
+      {"priorities", o.priorities == runtime::Priorities::kOn ? "on" : "off"},
+  };
+}
+
+// The validation set of --validation-split (taken off the training set) or --test-as-validation.
+std::optional<io::Dataset> validation_set(const TrainOptions& o, io::TrainTest& data) {
+  if (o.validation_split > 0.0) return split_validation(data.train, o.validation_split);
+  if (o.test_as_validation) return data.test;
+  return std::nullopt;
+}
+
+// After training: the test set's metrics, every rank's weights checksum, and (on rank 0) the summary, the history
+// and the report.
+void finish(const TrainOptions& o, bool benchmark, const models::ModelInfo& info, const io::TrainTest& data,
+            Sequential& model, Optimizer& optimizer, const runtime::Engine& engine, const runtime::Mpi& mpi,
+            const History& history, const StepTimer& steps) {
+  std::optional<EvalResult> test;
+  if (!o.no_test && !benchmark) {
+    test = evaluate(model, data.test, EvalOptions().batch_size(256).tiles(o.fit.tiles_).mpi(&mpi).loss(o.fit.loss_));
+  }
+  const std::vector<std::uint64_t> checksums = mpi.all_gather(model.weights_checksum(), "weights checksums");
+  if (mpi.rank() != 0) return;
+  const MemoryBreakdown memory = memory_breakdown(model, optimizer);
+  print_train_summary(history, test, memory);
+  if (!o.trace.empty()) {
+    fmt::print("Trace: {} ({} events)\n", per_rank(o.trace, mpi), runtime::Tracer::events().size());
+  }
+  if (!o.history.empty()) write_history(o.history, history);
+  if (!o.run.report.empty()) {
+    nlohmann::json run = run_facts(o, info, data, model, engine, optimizer, mpi);
+    run["step_seconds"] = steps.seconds();
+    write_train_report(o.run.report, std::move(run), history, test, checksums, memory);
+  }
+}
+
+int run_train(TrainOptions o, bool benchmark) {
+  require_real_build(benchmark ? "benchmark" : "train");
+  const models::ModelInfo& info = models::find(o.run.model.name);
+  runtime::Mpi mpi(o.mpi_timeout);
+  const bool talk = mpi.rank() == 0 && !o.run.quiet;
+  runtime::Engine engine(engine_options(o.run, &mpi).profiling(!o.trace.empty()));
+  select_device(o.run, engine);
+  runtime::set_task_priorities(o.priorities);
+  if (talk) {
+    fmt::print("dtnn: {}{}\n", engine.describe(),
+               mpi.active() ? fmt::format("; {} MPI ranks, allreduce {}", mpi.size(),
+                                          o.parallel.mode_ == runtime::AllreduceMode::kBlocking ? "blocking"
+                                                                                                : "overlapped")
+                            : "");
+  }
+  io::TrainTest data = load_data(o.run.data, info, o.fit.batch_size_, o.fit.seed_);
+  const std::optional<io::Dataset> validation = validation_set(o, data);
+  Sequential model = build_zoo_model(o.run.model, o.fit.seed_);
+  if (talk) {
+    fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
+               data.train.name, data.train.size(), data.test.size(), model.summary());
+  }
+  if (o.scale_lr) o.optimizer.learning_rate = scale_lr_for_ranks(o.optimizer.learning_rate, mpi.size());
+  std::unique_ptr<Optimizer> optimizer = make_default_optimizer(o.optimizer);
+  if (!o.resume.empty()) {
+    const ResumePoint at = resume_training(o.resume, info.name, model, *optimizer, o.schedule);
+    o.fit.initial_step(at.step);
+    if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", at.file.string(), at.step, at.epoch);
+  }
+  o.fit.verbose(!o.run.quiet);
+  o.parallel.agreement(fmt::format("model={} conv={} ", info.name, to_string(o.run.model.conv)) +
+                       agreement_text(o.fit, *optimizer, data.train, &data.test, o.parallel));
+  std::optional<DataParallelRun> data_parallel;
+  try {
+    data_parallel.emplace(mpi, model, o.parallel);
+  } catch (const RankMismatch& e) {
+    // Every rank found the mismatch: each reports it before any exits (mpirun ends the job at the first
+    // non-zero exit, which could cut the others short).
+    fmt::print(stderr, "dtnn: error: {}\n", e.what());
+    std::fflush(stderr);
+    mpi.barrier("error report");
+    return 2;
+  }
+  FitOptions fit = o.fit;
+  fit.data_parallel(data_parallel->data_parallel());
+  for (auto& callback : schedule_callbacks(o.schedule, fit.epochs_)) fit.callback(callback);
+  add_program_callbacks(fit, o, info, mpi, validation.has_value());
+  const auto steps = std::make_shared<StepTimer>();
+  fit.callback(steps);
+  if (!o.trace.empty()) runtime::Tracer::start();
+  const History history = dtnn::fit(model, *optimizer, data.train, fit, validation ? &*validation : nullptr);
+  data_parallel->wait_idle();
+  if (!o.trace.empty()) {
+    runtime::Tracer::stop();
+    runtime::Tracer::write_chrome_trace(per_rank(o.trace, mpi));
+  }
+  finish(o, benchmark, info, data, model, *optimizer, engine, mpi, history, *steps);
+  return 0;
+}
+
+Command add_training_command(CLI::App& program, const std::string& name, const std::string& help,
+                             std::shared_ptr<TrainOptions> options, bool benchmark) {
+  CLI::App* app = program.add_subcommand(name, help);
+  add_train_options(app, *options);
+  return {app, [options, benchmark] { return run_train(*options, benchmark); }};
+}
+
+}  // namespace
+
+Command add_train(CLI::App& program) {
+  return add_training_command(program, "train", "train a model of the zoo and report test accuracy",
+                              std::make_shared<TrainOptions>(), false);
+}
+
+Command add_benchmark(CLI::App& program) {
+  auto options = std::make_shared<TrainOptions>();
+  options->run.data.dataset = "synthetic";
+  options->fit.epochs(2).steps_per_epoch(20);
+  return add_training_command(program, "benchmark",
+                              "training throughput (images/s after a warm-up epoch), by default on synthetic data of "
+                              "the model's input shape",
+                              options, true);
+}
+
+}  // namespace dtnn::app
