@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package dtnn needs, builds it, and runs what was asked:
-#   scripts/setup.sh train   install, build, train the default CNN on Fashion-MNIST (one epoch) and test it
+#   scripts/setup.sh train   install, build the program (only), train the default CNN on Fashion-MNIST (one epoch)
+#                            and test it
 #   scripts/setup.sh test    install, build, run the whole test suite (what CI runs), then the I/O tests again
 #                            under AddressSanitizer, then the simulation configuration (SimGrid) and its tests
 #   scripts/setup.sh build   install and build only
@@ -128,10 +129,13 @@ if [ "$action" = simgrid ]; then
 fi
 
 build="$here/build"
+# `train` builds only the program it runs (the libraries and dtnn; no test or benchmark program).
+build_targets=""
+[ "$action" = train ] && build_targets="dtnn"
 if [ "$use_cuda" = 1 ] && [ "$action" != test ]; then
-  build_config "$build" "${cuda_options[@]}"
+  DTNN_TARGET="$build_targets" build_config "$build" "${cuda_options[@]}"
 else
-  build_config "$build" -DDTNN_CUDA=OFF
+  DTNN_TARGET="$build_targets" build_config "$build" -DDTNN_CUDA=OFF
 fi
 
 case "$action" in
