@@ -220,10 +220,11 @@ TEST(SimulationTest, GpusOfAGpuCalibrationAreSimulated) {
   fs::remove_all(cpu_only);
 }
 
-// dm* decisions one at a time (the SimGrid StarPU's patch, scripts/build_starpu.sh): the two tiles of a resnet18
-// convolution become ready at the same simulated instant, and without the patch both went to worker 0 (worker 1
-// 58% busy, 593 ms a step; 99.6% and 458 ms with it). tests/data/machine-zen5-resnet18 is a copy of the validation's
-// calibration bench/results/machines/resnet18_cifar10-w2 (batch 32, 2 tiles, 2 workers), which the study rewrites.
+// dm* decisions one at a time (the SimGrid StarPU's
+// scripts/starpu-patches/0004-simgrid-dmda-one-decision-at-a-time.patch): the two tiles of a resnet18 convolution
+// become ready at the same simulated instant, and without the patch both went to worker 0 (worker 1 58% busy, 593 ms
+// a step; 99.6% and 458 ms with it). tests/data/machine-zen5-resnet18 is a copy of the validation's calibration
+// bench/results/machines/resnet18_cifar10-w2 (batch 32, 2 tiles, 2 workers), which the study rewrites.
 TEST(SimulationTest, DmdasPlacesSimultaneousTilesOnBothWorkers) {
   const fs::path machine = machine_copy("resnet18", fs::path("tests") / "data" / "machine-zen5-resnet18");
   const fs::path report = temp_path("dmdas.json");
@@ -239,8 +240,9 @@ TEST(SimulationTest, DmdasPlacesSimultaneousTilesOnBothWorkers) {
   fs::remove_all(machine);
 }
 
-// --scatter: every task lasts a draw around its model's mean (the SimGrid StarPU's patch_duration_scatter), from
-// one generator seeded by --seed: the same seed, the same prediction; the draws change the step.
+// --scatter: every task lasts a draw around its model's mean (the SimGrid StarPU's
+// 0005-simgrid-duration-scatter.patch), from one generator seeded by --seed: the same seed, the same prediction; the
+// draws change the step.
 TEST(SimulationTest, ScatteredDurationsAreReproducibleBySeed) {
   const fs::path machine = machine_copy("scatter");
   const std::string run = "--tiles 2 --workers 2 --scheduler dmdas ";
@@ -257,7 +259,8 @@ TEST(SimulationTest, ScatteredDurationsAreReproducibleBySeed) {
 }
 
 // --worker-speeds: each simulated CPU worker's tasks last their models' means over its speed (the SimGrid StarPU's
-// patch_worker_speeds), while the schedulers still plan with the means, as on a real machine whose cores differ.
+// 0006-simgrid-worker-speeds.patch), while the schedulers still plan with the means, as on a real machine whose cores
+// differ.
 TEST(SimulationTest, WorkerSpeedsSlowTheTasksOfTheirWorkers) {
   const fs::path machine = machine_copy("speeds");
   // One worker at half speed: every task twice as long (but for StarPU's small charge per task).
