@@ -40,7 +40,7 @@ GemmBlocking convgemm_blocking();
 // <instruction set>_<MR>x<NR>: "avx512_32x8", "avx2_24x4", ...). Each pass picks one per shape, as measured
 // (docs/design.md, Convolution); the results of different kernels differ in rounding only.
 enum class ConvPass { kFwd, kBwdData, kBwdWeights };
-// Those this CPU runs, "blis" first.
+// Those this CPU runs at the level DTNN_MAX_CPU_ISA caps it to (core/cpu_features.hpp), "blis" first.
 std::vector<std::string> convgemm_ukernels();
 // Every own kernel built in, whether this CPU runs it or not.
 std::vector<std::string> convgemm_own_ukernels();

@@ -21,7 +21,7 @@ struct Variant {
   int mr, nr;
 };
 
-// Those this CPU runs, the widest first (the selection).
+// Those this CPU runs at the level DTNN_MAX_CPU_ISA caps it to, the widest first (the selection).
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = [] {
     std::vector<Variant> list;

@@ -24,7 +24,8 @@
 namespace dtnn::kernels::cpu {
 
 // Whether the Winograd path serves this shape on this CPU: a 3x3 kernel, stride 1, dilation 1, one group, every
-// padding at most 2 (backward-data needs 2 - pad >= 0), and AVX-512 or AVX2 + FMA for the micro-kernels.
+// padding at most 2 (backward-data needs 2 - pad >= 0), and AVX-512 or AVX2 + FMA for the micro-kernels (not capped
+// below avx2 by DTNN_MAX_CPU_ISA).
 bool winograd_fits(const Conv2dShape& sh);
 
 // Whether it also pays for sh.n samples, as measured against convgemm (docs/design.md, Convolution;
