@@ -24,7 +24,6 @@
 #include <functional>
 #include <limits>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -352,7 +351,7 @@ int main(int argc, char** argv) {
   }
   try {
     k::convgemm_force_ukernel(ukernel);
-  } catch (const std::invalid_argument& e) {
+  } catch (const dtnn::InvalidArgument& e) {
     fmt::print(stderr, "conv_layers: --ukernel: {}\n", e.what());
     return 2;
   }

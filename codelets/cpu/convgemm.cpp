@@ -15,7 +15,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,6 +23,7 @@
 #include "codelets/cpu/aligned_floats.hpp"
 #include "codelets/cpu/convgemm_ukernels.hpp"
 #include "core/cpu_features.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -1053,8 +1053,8 @@ void convgemm_force_ukernel(const std::string& name) {
     for (const std::string& n : convgemm_ukernels()) {
       known += (known.empty() ? "" : ", ") + n;
     }
-    throw std::invalid_argument("convgemm: micro-kernel '" + name +
-                                "' is not one this CPU runs, expected auto or one of " + known);
+    throw InvalidArgument("convgemm micro-kernel: '" + name + "', expected auto or one this CPU runs at level " +
+                          cpu_isa_name(cpu_isa_setting().effective) + ": " + known);
   }
   forced_kernel().store(k);
 }

@@ -47,7 +47,7 @@ std::vector<std::string> convgemm_own_ukernels();
 // The one a pass of this shape runs now.
 std::string convgemm_ukernel(const Conv2dShape& sh, ConvPass pass);
 // Makes every later call run this micro-kernel ("" or "auto": the selection again), for tests and benchmarks;
-// std::invalid_argument for a name this CPU does not run. The environment variable DTNN_CONVGEMM_UKERNEL sets it
+// dtnn::InvalidArgument for a name this CPU does not run. The environment variable DTNN_CONVGEMM_UKERNEL sets it
 // at the first call.
 void convgemm_force_ukernel(const std::string& name);
 

@@ -52,7 +52,7 @@ std::size_t winograd_workspace_bytes(const Conv2dShape& sh);
 // The micro-kernels the Winograd GEMMs can run on this CPU ("avx512_32x8", "avx2_24x4"), the selection's first.
 std::vector<std::string> winograd_ukernels();
 // Makes later calls run this one ("" or "auto": the selection again), for tests and benchmarks;
-// std::invalid_argument naming the known ones otherwise.
+// dtnn::InvalidArgument naming the known ones otherwise.
 void winograd_force_ukernel(const std::string& name);
 
 }  // namespace dtnn::kernels::cpu

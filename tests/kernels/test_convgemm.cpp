@@ -20,7 +20,6 @@
 #include <ostream>
 #include <random>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -387,8 +386,8 @@ INSTANTIATE_TEST_SUITE_P(OwnUkernels, ConvgemmKernelTest, ::testing::ValuesIn(ow
 TEST(ConvgemmKernelTest, UnknownMicroKernelIsRejectedWithTheKnownOnes) {
   try {
     convgemm_force_ukernel("avx1024_64x64");
-    FAIL() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
+    FAIL() << "expected dtnn::InvalidArgument";
+  } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'avx1024_64x64'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("blis"), std::string::npos) << e.what();
   }

@@ -131,7 +131,7 @@ TEST(CpuIsaTest, KernelsFollowTheEffectiveLevel) {
   EXPECT_EQ(contains(own, "avx512_48x8"), isa.effective >= CpuIsa::kAvx512) << line;
   EXPECT_EQ(contains(own, "avx2_24x4"), isa.effective >= CpuIsa::kAvx2) << line;
   EXPECT_THROW(convgemm_force_ukernel(isa.effective >= CpuIsa::kAvx512 ? "avx1024_64x64" : "avx512_32x8"),
-               std::invalid_argument);
+               InvalidArgument);
 
   const auto winograd = winograd_ukernels();
   const Conv2dShape wino = conv_shape(2, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
