@@ -10,18 +10,28 @@ and libraries included).
 
   bench/compare_pytorch.py [--models simplecnn,resnet18_cifar10,vgg16_cifar10,resnet50_imagenet] [--runs 3]
                            [--steps 20] [--batch 64] [--imagenet-batch 16] [--threads 2] [--data synthetic|real]
-                           [--json FILE]
+                           [--max-isa avx512|avx2|generic] [--json FILE]
 
 --data real trains simplecnn on Fashion-MNIST (the other models always use synthetic data: CIFAR shape, or
 224x224 with 1000 classes for the ImageNet models, at --imagenet-batch).
-PyTorch's CPU back end is Debian's python3-torch (oneDNN convolutions); OPENBLAS_CORETYPE is left as the
-machine sets it and printed.
+PyTorch's CPU back end is Debian's python3-torch: oneDNN convolutions, ATen's vectorised operators, and the
+system's libblas.so.3 (BLIS or OpenBLAS, whichever Debian's alternative points to) for the dense layers.
+
+--max-isa caps the instruction set of both sides: dtnn through DTNN_MAX_CPU_ISA (its kernels and BLIS), PyTorch
+through ATEN_CPU_CAPABILITY (avx2, or default for generic), DNNL_MAX_CPU_ISA (AVX512_CORE, AVX2, SSE41) and, below
+avx512, its BLAS: BLIS_ARCH_TYPE set to the configuration dtnn ran where libblas.so.3 is BLIS, OPENBLAS_CORETYPE
+(Haswell, Prescott) where it is OpenBLAS. At avx512 ATen and the BLAS are left as they are (setting them would
+raise them: PyTorch 1.13 defaults to AVX2, BLIS 0.9 to zen3 or generic on AMD's AVX-512 cores). A variable already
+in the environment is kept. The header says how each side ran.
 """
 import argparse
+import ctypes
+import ctypes.util
 import json
 import os
 import statistics
 import subprocess
+import re
 import sys
 import tempfile
 
@@ -117,8 +127,65 @@ def epoch():
 epoch()
 t = time.perf_counter()
 epoch()
+capability = [l for l in torch.__config__.show().splitlines() if 'CPU capability usage' in l]
+print(capability[0].split(':', 1)[1].strip() if capability else 'unknown')
 print(steps * batch / (time.perf_counter() - t))
 """
+
+# --max-isa: what caps each library of the PyTorch side (see the docstring); None leaves the variable alone.
+ATEN_CAPABILITY = {"avx512": None, "avx2": "avx2", "generic": "default"}
+DNNL_ISA = {"avx512": "AVX512_CORE", "avx2": "AVX2", "generic": "SSE41"}
+OPENBLAS_CORE = {"avx512": None, "avx2": "Haswell", "generic": "Prescott"}
+LIBBLAS = "/usr/lib/x86_64-linux-gnu/libblas.so.3"
+
+
+def blis_arch_id(blas, name):
+    """BLIS_ARCH_TYPE's number for a BLIS configuration name (BLIS 0.9 parses numbers only), from the table of the
+    libblis beside the BLAS library (which hides BLIS's own symbols): bli_arch_string needs no initialised BLIS,
+    and generic is the table's last entry."""
+    beside = os.path.join(os.path.dirname(blas), "libblis.so.4")
+    library = beside if os.path.exists(beside) else ctypes.util.find_library("blis")
+    if library is None:
+        return None
+    lib = ctypes.CDLL(library)
+    lib.bli_arch_string.restype = ctypes.c_char_p
+    lib.bli_arch_string.argtypes = [ctypes.c_int]
+    for arch in range(64):
+        config = lib.bli_arch_string(arch).decode()
+        if config == name:
+            return arch
+        if config == "generic":
+            break
+    return None
+
+
+def torch_env(max_isa, dtnn_engine):
+    """The PyTorch child's environment under --max-isa (dtnn_engine: dtnn's start-up line, which names its BLIS
+    configuration), and the words saying what was set."""
+    env = dict(os.environ)
+    said = []
+
+    def put(name, value):
+        if value is None:
+            return
+        if name not in env:
+            env[name] = value
+        said.append(f"{name}={env[name]}")
+
+    blas = os.path.realpath(LIBBLAS)
+    if max_isa:
+        put("ATEN_CPU_CAPABILITY", ATEN_CAPABILITY[max_isa])
+        put("DNNL_MAX_CPU_ISA", DNNL_ISA[max_isa])
+        if "openblas" in blas:
+            put("OPENBLAS_CORETYPE", OPENBLAS_CORE[max_isa])
+        elif "blis" in blas and max_isa != "avx512":
+            config = re.search(r"BLIS \S+ '(\w+)'", dtnn_engine)
+            arch = blis_arch_id(blas, config.group(1)) if config else None
+            put("BLIS_ARCH_TYPE", None if arch is None else str(arch))
+    else:
+        said = [f"{n}={env[n]}" for n in ("ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE",
+                                          "BLIS_ARCH_TYPE") if n in env]
+    return env, f"BLAS {blas}; " + (", ".join(said) if said else "no instruction-set variable set")
 
 
 def run_child(cmd, env=None):
@@ -134,7 +201,7 @@ def run_child(cmd, env=None):
         return out.read().decode(), usage.ru_maxrss / 1024.0  # Linux: KiB
 
 
-def run_dtnn(exe, model, steps, batch, threads, tiles, data, conv, extra):
+def run_dtnn(exe, model, steps, batch, threads, tiles, data, conv, extra, max_isa):
     with tempfile.NamedTemporaryFile(suffix=".json") as report:
         dataset = ["--dataset", "fashion-mnist"] if data == "real" and model == "simplecnn" else \
                   ["--dataset", "synthetic", "--synthetic-samples",
@@ -142,16 +209,20 @@ def run_dtnn(exe, model, steps, batch, threads, tiles, data, conv, extra):
         cmd = [exe, "benchmark", "--model", model, *dataset, "--epochs", "2", "--steps-per-epoch", str(steps),
                "--batch-size", str(batch), "--workers", str(threads), "--tiles", str(tiles), "--lr", "0.01",
                "--momentum", "0.9", "--conv", conv, "--quiet", "--report", report.name, *extra]
-        _, peak = run_child(cmd, env=dict(os.environ, STARPU_SILENT="1"))
+        env = dict(os.environ, STARPU_SILENT="1")
+        if max_isa:
+            env["DTNN_MAX_CPU_ISA"] = max_isa
+        _, peak = run_child(cmd, env=env)
         with open(report.name) as f:
             doc = json.load(f)
     return doc["images_per_second_after_first_epoch"], peak, doc["engine"]
 
 
-def run_torch(model, steps, batch, threads, data):
+def run_torch(model, steps, batch, threads, data, env):
     out, peak = run_child(["/usr/bin/python3", "-c", TORCH_CHILD, model, str(steps), str(batch), str(threads),
-                           "real" if data == "real" and model == "simplecnn" else "synthetic"])
-    return float(out.strip().splitlines()[-1]), peak
+                           "real" if data == "real" and model == "simplecnn" else "synthetic"], env=env)
+    lines = out.strip().splitlines()
+    return float(lines[-1]), peak, lines[-2]
 
 
 def main():
@@ -168,11 +239,14 @@ def main():
     ap.add_argument("--conv", default="winograd", help="dtnn --conv (dtnn's default: winograd)")
     ap.add_argument("--data", choices=["synthetic", "real"], default="synthetic")
     ap.add_argument("--dtnn", default=os.path.join(HERE, "..", "build", "bin", "dtnn"))
+    ap.add_argument("--max-isa", type=str.lower, choices=["avx512", "avx2", "generic"],
+                    help="cap both sides at this instruction set (dtnn: DTNN_MAX_CPU_ISA; PyTorch: ATEN_CPU_CAPABILITY, "
+                         "DNNL_MAX_CPU_ISA and its BLAS's variable)")
     ap.add_argument("--json", help="also write the results to this file")
     a = ap.parse_args()
 
     import torch  # noqa: E402  (only for its version string)
-    results, engine = {}, ""
+    results, engine, torch_said, capability = {}, "", "", ""
     med = statistics.median
     for model in a.models.split(","):
         imagenet = model.endswith("_imagenet")
@@ -181,10 +255,11 @@ def main():
         ours, theirs, our_rss, their_rss = [], [], [], []
         for r in range(a.runs):
             ips, rss, engine = run_dtnn(a.dtnn, model, steps, batch, a.threads, a.tiles, a.data, a.conv,
-                                        a.dtnn_args.split())
+                                        a.dtnn_args.split(), a.max_isa)
             ours.append(ips)
             our_rss.append(rss)
-            ips, rss = run_torch(model, steps, batch, a.threads, a.data)
+            env, torch_said = torch_env(a.max_isa, engine)
+            ips, rss, capability = run_torch(model, steps, batch, a.threads, a.data, env)
             theirs.append(ips)
             their_rss.append(rss)
             print(f"{model} run {r + 1}: dtnn {ours[-1]:9.1f} images/s {our_rss[-1]:7.0f} MiB   "
@@ -194,8 +269,9 @@ def main():
                           "dtnn_peak_rss_mib": our_rss, "pytorch_peak_rss_mib": their_rss,
                           "peak_rss_ratio": med(our_rss) / med(their_rss)}
     print(f"\n{a.threads} threads each, medians of {a.runs} runs, first epoch untimed; peak RSS of each process")
-    print(f"dtnn: {engine}; --conv {a.conv}, --tiles {a.tiles} {a.dtnn_args}")
-    print(f"PyTorch {torch.__version__}, OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}\n")
+    options = f"--conv {a.conv}, --tiles {a.tiles} {a.dtnn_args}".rstrip()
+    print(f"dtnn: {engine}; {options}{'; DTNN_MAX_CPU_ISA=' + a.max_isa if a.max_isa else ''}")
+    print(f"PyTorch {torch.__version__}: ATen CPU capability {capability}; {torch_said}\n")
     print(f"{'model':20} {'batch':>5} {'steps':>5} {'dtnn img/s':>11} {'PyTorch img/s':>14} {'ratio':>6} "
           f"{'dtnn MiB':>9} {'PyTorch MiB':>12} {'ratio':>6}")
     for model, r in results.items():
@@ -204,8 +280,9 @@ def main():
               f"{r['peak_rss_ratio']:6.2f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"results": results, "threads": a.threads, "engine": engine, "dtnn_args": a.dtnn_args}, f,
-                      indent=2)
+            json.dump({"results": results, "threads": a.threads, "engine": engine, "dtnn_args": a.dtnn_args,
+                       "max_isa": a.max_isa, "pytorch": {"cpu_capability": capability, "environment": torch_said}},
+                      f, indent=2)
 
 
 if __name__ == "__main__":

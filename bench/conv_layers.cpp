@@ -24,7 +24,6 @@
 #include <functional>
 #include <limits>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,7 +35,9 @@
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/winograd.hpp"
 #include "codelets/cpu/kernels.hpp"
+#include "core/blis_arch.hpp"
 #include "core/cpu_features.hpp"
+#include "core/errors.hpp"
 
 #if DTNN_HAVE_ONEDNN
 #include <dnnl.hpp>
@@ -50,18 +51,17 @@ namespace {
 using dtnn::Conv2dShape;
 namespace k = dtnn::kernels::cpu;
 
-// Same choice as dtnn::runtime::configure_blis (this program links only the kernels): BLIS 0.9 does not know
-// recent AVX-512 CPUs and falls back to slower kernels, so the skx configuration is forced on any AVX-512 CPU
-// unless the user set BLIS_ARCH_TYPE. Must run before BLIS's first use.
+// Same choice as dtnn::runtime::configure_blis (this program links only the kernels): core/blis_arch.hpp, skx on
+// AVX-512 CPUs unless the user set BLIS_ARCH_TYPE, or the configuration of the level DTNN_MAX_CPU_ISA caps the CPU
+// to; oneDNN capped likewise (DNNL_MAX_CPU_ISA, unless set). Must run before BLIS's and oneDNN's first use.
 std::string configure_single_core() {
-  std::string reason = "BLIS's own CPU detection";
-  const char* user = std::getenv("BLIS_ARCH_TYPE");
-  if (user != nullptr && *user != '\0') {
-    reason = fmt::format("BLIS_ARCH_TYPE={} from the environment", user);
-  } else if (dtnn::cpu_has_avx512()) {
-    setenv("BLIS_ARCH_TYPE", std::to_string(static_cast<int>(BLIS_ARCH_SKX)).c_str(), 1);
-    reason = "AVX-512 CPU: skx forced";
+  const std::string reason = dtnn::configure_blis_arch().reason;
+#if DTNN_HAVE_ONEDNN
+  const dtnn::CpuIsaSetting& isa = dtnn::cpu_isa_setting();
+  if (isa.capped()) {
+    setenv("DNNL_MAX_CPU_ISA", isa.effective == dtnn::CpuIsa::kAvx2 ? "AVX2" : "SSE41", 0);
   }
+#endif
   bli_thread_set_num_threads(1);
 #if DTNN_HAVE_OPENMP
   // OMP_NUM_THREADS is read when the OpenMP runtime loads, before main; the call is what takes effect here.
@@ -342,10 +342,16 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   g_wall_clock = clock == "wall";
 
-  const std::string blis_reason = configure_single_core();
+  std::string blis_reason;
+  try {
+    blis_reason = configure_single_core();
+  } catch (const dtnn::InvalidArgument& e) {
+    fmt::print(stderr, "conv_layers: {}\n", e.what());
+    return 2;
+  }
   try {
     k::convgemm_force_ukernel(ukernel);
-  } catch (const std::invalid_argument& e) {
+  } catch (const dtnn::InvalidArgument& e) {
     fmt::print(stderr, "conv_layers: --ukernel: {}\n", e.what());
     return 2;
   }
@@ -364,6 +370,9 @@ int main(int argc, char** argv) {
              "OpenMP not linked: unknown number of"
 #endif
   );
+  if (const char* dnnl_isa = std::getenv("DNNL_MAX_CPU_ISA")) {
+    fmt::print("oneDNN capped by DNNL_MAX_CPU_ISA={}\n", dnnl_isa);
+  }
 #else
   fmt::print("oneDNN: not found\n");
 #endif

@@ -64,7 +64,7 @@ void activation_fwd_cuda(void** buffers, void* cl_arg) {
     case ActivationKind::kElu: kc::elu_fwd(a.count, a.param, x, y, s); break;
     case ActivationKind::kGelu: kc::gelu_fwd(a.count, x, y, s); break;
   }
-  runtime::cuda::check_launch("activation_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "activation_fwd");
 }
 
 void activation_bwd_data_cuda(void** buffers, void* cl_arg) {
@@ -80,7 +80,7 @@ void activation_bwd_data_cuda(void** buffers, void* cl_arg) {
     case ActivationKind::kElu: kc::elu_bwd_data(a.count, a.param, in, dy, dx, s); break;
     case ActivationKind::kGelu: kc::gelu_bwd_data(a.count, in, dy, dx, s); break;
   }
-  runtime::cuda::check_launch("activation_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "activation_bwd_data");
 }
 #endif
 

@@ -206,14 +206,14 @@ void sums_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   kc::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                       runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_sums");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_sums");
 }
 
 void sqdev_sums_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   kc::batch_norm_sqdev_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                             runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_sqdev_sums");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_sqdev_sums");
 }
 
 void reduce_cuda(void** buffers, void* cl_arg) {
@@ -258,7 +258,7 @@ void reduce_cuda(void** buffers, void* cl_arg) {
     }
   }
   kc::batch_norm_reduce(r, runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_reduce");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_reduce");
 }
 
 template <Affine F, Epilogue E>
@@ -269,7 +269,7 @@ void fwd_cuda(void** buffers, void* cl_arg) {
   kc::batch_norm_fwd_fused(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, opt.gamma,
                            opt.beta, opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]),
                            runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_fwd");
 }
 
 template <Affine F, Epilogue E>
@@ -281,14 +281,14 @@ void infer_fwd_cuda(void** buffers, void* cl_arg) {
                                  runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), opt.gamma, opt.beta,
                                  opt.residual, has_relu(E), scale_shift, runtime::vector_ptr(buffers[3]),
                                  runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_infer_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_infer_fwd");
 }
 
 void frozen_stats_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   kc::batch_norm_frozen_stats(a.c, a.eps, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                               runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_frozen_stats");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_frozen_stats");
 }
 
 template <Mask M>
@@ -299,7 +299,7 @@ void bwd_sums_cuda(void** buffers, void* cl_arg) {
   kc::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), relu_y,
                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c, runtime::vector_ptr(buffers[3]),
                                  runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_bwd_sums");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_bwd_sums");
 }
 
 template <Stats S, Affine F, Mask M>
@@ -311,7 +311,7 @@ void bwd_data_cuda(void** buffers, void* cl_arg) {
                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
                                  opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr,
                                  runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
-  runtime::cuda::check_launch("batch_norm_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "batch_norm_bwd_data");
 }
 #endif
 

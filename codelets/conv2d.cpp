@@ -100,7 +100,7 @@ void conv2d_fwd_cuda(void** buffers, void* cl_arg) {
   const kernels::cuda::CudnnContext ctx = cudnn_context();
   const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kFwd, ctx);
   kernels::cuda::conv2d_fwd(a.shape, x, w, b, a.relu, y, runtime::cuda::workspace(bytes), bytes, ctx);
-  runtime::cuda::check_launch("conv2d_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "conv2d_fwd");
 }
 
 void conv2d_bwd_data_cuda(void** buffers, void* cl_arg) {
@@ -111,7 +111,7 @@ void conv2d_bwd_data_cuda(void** buffers, void* cl_arg) {
   const kernels::cuda::CudnnContext ctx = cudnn_context();
   const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdData, ctx);
   kernels::cuda::conv2d_bwd_data(a.shape, dy, w, dx, runtime::cuda::workspace(bytes), bytes, ctx);
-  runtime::cuda::check_launch("conv2d_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "conv2d_bwd_data");
 }
 
 template <Bias B>
@@ -125,7 +125,7 @@ void conv2d_bwd_weights_cuda(void** buffers, void* cl_arg) {
   const std::size_t bytes =
       kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdWeights, ctx);
   kernels::cuda::conv2d_bwd_weights(a.shape, x, dy, dw, db, runtime::cuda::workspace(bytes), bytes, ctx);
-  runtime::cuda::check_launch("conv2d_bwd_weights");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "conv2d_bwd_weights");
 }
 #endif
 

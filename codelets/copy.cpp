@@ -18,10 +18,10 @@ void copy_cpu(void** buffers, void* cl_arg) {
 
 #ifdef DTNN_HAVE_CUDA
 void copy_cuda(void** buffers, void* cl_arg) {
-  runtime::cuda::check(cudaMemcpyAsync(runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[0]),
-                                       runtime::vector_size(buffers[0]) * sizeof(float), cudaMemcpyDeviceToDevice,
-                                       runtime::cuda::stream()),
-                       "copy");
+  DTNN_CUDA_CHECK(cudaMemcpyAsync(runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[0]),
+                                  runtime::vector_size(buffers[0]) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  runtime::cuda::stream()),
+                  "copy");
 }
 #endif
 

@@ -56,14 +56,14 @@ void dense_fwd_cuda(void** buffers, void* cl_arg) {
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cuda::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
                            a.relu, runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
-  runtime::cuda::check_launch("dense_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "dense_fwd");
 }
 
 void dense_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   kernels::cuda::dense_bwd_data(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                 runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
-  runtime::cuda::check_launch("dense_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "dense_bwd_data");
 }
 
 template <Bias B>
@@ -73,7 +73,7 @@ void dense_bwd_weights_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::dense_bwd_weights(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                    runtime::vector_ptr(buffers[2]), db, runtime::cuda::cublas(),
                                    runtime::cuda::stream());
-  runtime::cuda::check_launch("dense_bwd_weights");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "dense_bwd_weights");
 }
 #endif
 

@@ -39,14 +39,14 @@ void dropout_fwd_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::dropout_fwd(a.params, a.first_row, a.rows, a.row_elements, runtime::vector_ptr(buffers[0]),
                              runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
                              runtime::cuda::stream());
-  runtime::cuda::check_launch("dropout_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "dropout_fwd");
 }
 
 void dropout_bwd_data_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::dropout_bwd_data(runtime::task_args<CountArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
                                   runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
                                   runtime::cuda::stream());
-  runtime::cuda::check_launch("dropout_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "dropout_bwd_data");
 }
 #endif
 

@@ -47,7 +47,7 @@ void fixed_order_sum_cuda(void** buffers, void* cl_arg) {
   } else {
     kernels::cuda::sum_fixed_order(a.count, a.nsrc, src.data(), total, runtime::cuda::stream());
   }
-  runtime::cuda::check_launch(starpu_task_get_current()->cl->name);  // "tile_sum" or "add"
+  DTNN_CUDA_CHECK(cudaGetLastError(), starpu_task_get_current()->cl->name);  // "tile_sum" or "add"
 }
 #endif
 

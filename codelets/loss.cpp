@@ -30,7 +30,7 @@ void loss_cuda(void** buffers, void* cl_arg) {
   void* scratch = runtime::cuda::workspace(kernels::cuda::loss_scratch_bytes(a.n));
   Kernel(a.n, a.classes, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), a.grad_scale,
          runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]), scratch, runtime::cuda::stream());
-  runtime::cuda::check_launch("loss_fwd_bwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "loss_fwd_bwd");
 }
 #endif
 

@@ -53,7 +53,7 @@ void add_relu_cuda(void** buffers, void* cl_arg) {
   const auto src = vector_ptrs<const float>(buffers, a.nsrc);
   kernels::cuda::sum_fixed_order_relu(a.count, a.nsrc, src.data(), runtime::vector_ptr(buffers[a.nsrc]),
                                       runtime::cuda::stream());
-  runtime::cuda::check_launch("add_relu");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "add_relu");
 }
 
 static_assert(kMaxMergeParts <= kernels::cuda::kMaxMergeSources, "the CUDA merge kernels take fewer parts than a task");
@@ -63,7 +63,7 @@ void concat_fwd_cuda(void** buffers, void* cl_arg) {
   const auto parts = vector_ptrs<const float>(buffers, a.nparts);
   kernels::cuda::concat_fwd(a.n, a.nparts, parts.data(), a.part_elems.data(), runtime::vector_ptr(buffers[a.nparts]),
                             runtime::cuda::stream());
-  runtime::cuda::check_launch("concat_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "concat_fwd");
 }
 
 void concat_bwd_data_cuda(void** buffers, void* cl_arg) {
@@ -71,7 +71,7 @@ void concat_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto parts = vector_ptrs<float>(buffers + 1, a.nparts);
   kernels::cuda::concat_bwd_data(a.n, a.nparts, runtime::vector_ptr(buffers[0]), a.part_elems.data(), parts.data(),
                                  runtime::cuda::stream());
-  runtime::cuda::check_launch("concat_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "concat_bwd_data");
 }
 #endif
 

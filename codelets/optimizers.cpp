@@ -75,14 +75,14 @@ void rmsprop_update_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::rmsprop_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                 runtime::vector_ptr(buffers[2]), state.momentum_buf, state.grad_avg,
                                 runtime::cuda::stream());
-  runtime::cuda::check_launch("rmsprop_update");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "rmsprop_update");
 }
 
 void adam_update_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<AdamArgs>(cl_arg);
   kernels::cuda::adam_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                              runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
-  runtime::cuda::check_launch("adam_update");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "adam_update");
 }
 
 void nadam_update_cuda(void** buffers, void* cl_arg) {
@@ -90,7 +90,7 @@ void nadam_update_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::nadam_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                               runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]),
                               runtime::cuda::stream());
-  runtime::cuda::check_launch("nadam_update");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "nadam_update");
 }
 #endif
 

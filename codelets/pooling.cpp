@@ -40,14 +40,14 @@ void maxpool2d_fwd_cuda(void** buffers, void* cl_arg) {
   const auto g = kernels::cuda::pool_geometry(runtime::task_args<Pool2dShape>(cl_arg));
   kernels::cuda::maxpool2d_fwd(g, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                runtime::cuda::stream());
-  runtime::cuda::check_launch("maxpool2d_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "maxpool2d_fwd");
 }
 
 void maxpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto g = kernels::cuda::pool_geometry(runtime::task_args<Pool2dShape>(cl_arg));
   kernels::cuda::maxpool2d_bwd_data(g, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                     runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
-  runtime::cuda::check_launch("maxpool2d_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "maxpool2d_bwd_data");
 }
 #endif
 
@@ -82,7 +82,7 @@ void avgpool2d_fwd_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::avgpool2d_fwd(kernels::cuda::pool_geometry(a.shape), a.count_include_pad,
                                runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                runtime::cuda::stream());
-  runtime::cuda::check_launch("avgpool2d_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "avgpool2d_fwd");
 }
 
 void avgpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
@@ -90,7 +90,7 @@ void avgpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::avgpool2d_bwd_data(kernels::cuda::pool_geometry(a.shape), a.count_include_pad,
                                     runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                     runtime::cuda::stream());
-  runtime::cuda::check_launch("avgpool2d_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "avgpool2d_bwd_data");
 }
 #endif
 
@@ -125,14 +125,14 @@ void global_avgpool2d_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<GlobalPoolArgs>(cl_arg);
   kernels::cuda::global_avgpool2d_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
                                       runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
-  runtime::cuda::check_launch("global_avgpool2d_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "global_avgpool2d_fwd");
 }
 
 void global_avgpool2d_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<GlobalPoolArgs>(cl_arg);
   kernels::cuda::global_avgpool2d_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
                                            runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
-  runtime::cuda::check_launch("global_avgpool2d_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "global_avgpool2d_bwd_data");
 }
 #endif
 

@@ -29,21 +29,21 @@ void relu_bwd_data_cpu(void** buffers, void* cl_arg) {
 void relu_fwd_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::relu_fwd(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
                           runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
-  runtime::cuda::check_launch("relu_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "relu_fwd");
 }
 
 void relu_bwd_data_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::relu_bwd_data(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
                                runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
                                runtime::cuda::stream());
-  runtime::cuda::check_launch("relu_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "relu_bwd_data");
 }
 
 void relu_bwd_data_add_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::relu_bwd_data_add(runtime::task_args<ReluArgs>(cl_arg).count, runtime::vector_ptr(buffers[0]),
                                    runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
                                    runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
-  runtime::cuda::check_launch("relu_bwd_data_add");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "relu_bwd_data_add");
 }
 #endif
 

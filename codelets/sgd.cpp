@@ -26,7 +26,7 @@ void sgd_update_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<SgdArgs>(cl_arg);
   kernels::cuda::sgd_update(a.count, a.params, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                             runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
-  runtime::cuda::check_launch("sgd_update");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "sgd_update");
 }
 #endif
 

@@ -25,13 +25,13 @@ void shortcut_pad_bwd_data_cpu(void** buffers, void* cl_arg) {
 void shortcut_pad_fwd_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::shortcut_pad_fwd(runtime::task_args<ShortcutPadShape>(cl_arg), runtime::vector_ptr(buffers[0]),
                                   runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
-  runtime::cuda::check_launch("shortcut_pad_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "shortcut_pad_fwd");
 }
 
 void shortcut_pad_bwd_data_cuda(void** buffers, void* cl_arg) {
   kernels::cuda::shortcut_pad_bwd_data(runtime::task_args<ShortcutPadShape>(cl_arg), runtime::vector_ptr(buffers[0]),
                                        runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
-  runtime::cuda::check_launch("shortcut_pad_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "shortcut_pad_bwd_data");
 }
 #endif
 

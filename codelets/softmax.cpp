@@ -33,14 +33,14 @@ void softmax_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<SoftmaxArgs>(cl_arg);
   kernels::cuda::softmax_fwd(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                              runtime::cuda::stream());
-  runtime::cuda::check_launch("softmax_fwd");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "softmax_fwd");
 }
 
 void softmax_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<SoftmaxArgs>(cl_arg);
   kernels::cuda::softmax_bwd_data(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                   runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
-  runtime::cuda::check_launch("softmax_bwd_data");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "softmax_bwd_data");
 }
 #endif
 

@@ -64,23 +64,20 @@ void start_worker(void*) {
   w = WorkerState{};
   w.memory_node = starpu_worker_get_memory_node(id);
   cudaStream_t s = starpu_cuda_get_local_stream();
-  if (const cudnnStatus_t st = cudnnCreate(&w.cudnn); st != CUDNN_STATUS_SUCCESS) {
-    w.cudnn = nullptr;
-    w.start_error = fmt::format("cudnnCreate failed: {}", cudnnGetErrorString(st));
-    return;
-  }
-  if (const cudnnStatus_t st = cudnnSetStream(w.cudnn, s); st != CUDNN_STATUS_SUCCESS) {
-    w.start_error = fmt::format("cudnnSetStream failed: {}", cudnnGetErrorString(st));
-    return;
-  }
-  // StarPU's starpu_cublas_init ignores what cublasCreate and cublasSetStream return.
-  cublasHandle_t blas = starpu_cublas_get_local_handle();
-  if (blas == nullptr) {
-    w.start_error = "cublasCreate failed (starpu_cublas_init left no handle)";
-    return;
-  }
-  if (const cublasStatus_t st = cublasSetStream(blas, s); st != CUBLAS_STATUS_SUCCESS) {
-    w.start_error = fmt::format("cublasSetStream failed: {}", cublasGetStatusString(st));
+  try {
+    cudnnHandle_t dnn = nullptr;
+    DTNN_CUDNN_CHECK(cudnnCreate(&dnn));
+    w.cudnn = dnn;
+    DTNN_CUDNN_CHECK(cudnnSetStream(w.cudnn, s));
+    // StarPU's starpu_cublas_init ignores what cublasCreate and cublasSetStream return.
+    cublasHandle_t blas = starpu_cublas_get_local_handle();
+    if (blas == nullptr) {
+      w.start_error = "cublasCreate failed (starpu_cublas_init left no handle)";
+      return;
+    }
+    DTNN_CUBLAS_CHECK(cublasSetStream(blas, s));
+  } catch (const RuntimeError& e) {
+    w.start_error = e.what();
     return;
   }
   // The workspace's share of the GPU, taken from what StarPU may fill with data. A node whose whole budget is
@@ -159,7 +156,7 @@ void* workspace(std::size_t bytes) {
   const std::size_t grown = std::max(bytes, w.workspace_bytes + w.workspace_bytes / 2);
   cudaStream_t s = stream();
   if (w.workspace != nullptr) {
-    check(cudaFreeAsync(w.workspace, s), "CUDA workspace: cudaFreeAsync");
+    DTNN_CUDA_CHECK(cudaFreeAsync(w.workspace, s), "CUDA workspace");
     w.workspace = nullptr;
     w.workspace_bytes = 0;
   }
@@ -168,31 +165,10 @@ void* workspace(std::size_t bytes) {
     starpu_memory_allocate(w.memory_node, grown - w.accounted_bytes, STARPU_MEMORY_OVERFLOW);
     w.accounted_bytes = grown;
   }
-  check(cudaMallocAsync(&w.workspace, grown, s),
-        fmt::format("CUDA workspace: cudaMallocAsync of {} bytes", grown).c_str());
+  DTNN_CUDA_CHECK(cudaMallocAsync(&w.workspace, grown, s), fmt::format("CUDA workspace of {} bytes", grown));
   w.workspace_bytes = grown;
   return w.workspace;
 }
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw RuntimeError(fmt::format("{}: {} ({})", what, cudaGetErrorString(status), cudaGetErrorName(status)));
-  }
-}
-
-void check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw RuntimeError(fmt::format("{}: {}", what, cublasGetStatusString(status)));
-  }
-}
-
-void check(cudnnStatus_t status, const char* what) {
-  if (status != CUDNN_STATUS_SUCCESS) {
-    throw RuntimeError(fmt::format("{}: {}", what, cudnnGetErrorString(status)));
-  }
-}
-
-void check_launch(const char* what) { check(cudaGetLastError(), what); }
 
 void start_workers() {
   const int first = first_cuda_worker();
@@ -202,7 +178,7 @@ void start_workers() {
   // Before anything on this thread touches CUDA: without it, the runtime's default device 0 gets this
   // thread's context (page-locked tensors, StarPU's main cuBLAS handle) whichever GPU this rank uses.
   const int devid = starpu_worker_get_devid(first);
-  check(cudaSetDevice(devid), fmt::format("CUDA: cudaSetDevice({}) on the submitting thread", devid).c_str());
+  DTNN_CUDA_CHECK(cudaSetDevice(devid), fmt::format("CUDA: device {} on the submitting thread", devid));
   starpu_cublas_init();
   starpu_execute_on_each_worker(start_worker, nullptr, STARPU_CUDA);
   std::string errors;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// What a CUDA codelet body needs from the runtime: the worker's stream and library handles (bound to that
-// stream), a per-worker device workspace, and error checks that throw (runtime::guarded turns the exception
-// into a recorded task failure). Only compiled with DTNN_HAVE_CUDA. Bodies only enqueue work on stream():
-// no cudaDeviceSynchronize, no cudaMalloc/cudaFree, no host waits. Errors that kernels hit while they execute
-// are not seen here: StarPU's driver aborts the process on them (docs/design.md, CUDA backend).
+// What a CUDA codelet body needs from the runtime: the worker's stream and library handles (bound to that stream), a
+// per-worker device workspace, and the error checks that throw (core/cuda_check.hpp: DTNN_CUDA_CHECK and the others;
+// runtime::guarded turns the exception into a recorded task failure). Only compiled with DTNN_HAVE_CUDA. Bodies only
+// enqueue work on stream(): no cudaDeviceSynchronize, no cudaMalloc/cudaFree, no host waits. Errors that kernels hit
+// while they execute are not seen here: StarPU's driver aborts the process on them (docs/design.md, CUDA backend).
 #pragma once
 
 #ifdef DTNN_HAVE_CUDA
@@ -14,12 +14,16 @@
 
 #include <cstddef>
 
+#include "core/cuda_check.hpp"
+
 namespace dtnn::runtime::cuda {
 
 // The running CUDA worker's stream (StarPU's), cuBLAS and cuDNN handles, and CUDA device id. The first of
 // these (or workspace()) that a task's body calls also clears the thread's last CUDA error, which StarPU's
 // driver can leave set (it retries a cudaMalloc that failed for want of memory after evicting its cache), so
-// that check_launch reports the body's own launches only.
+// that the check after a body's kernel launches, DTNN_CUDA_CHECK(cudaGetLastError(), "<codelet>"), reports the
+// body's own launches only: launch errors (a bad configuration, too many resources), not those of the kernels'
+// execution (cudaGetLastError does not synchronise).
 [[nodiscard]] cudaStream_t stream();
 [[nodiscard]] cublasHandle_t cublas();
 [[nodiscard]] cudnnHandle_t cudnn();
@@ -33,14 +37,6 @@ namespace dtnn::runtime::cuda {
 [[nodiscard]] void* workspace(std::size_t bytes);
 // cuDNN's algorithms are capped at 512 MiB of workspace (codelets/cuda/conv2d_cudnn.cpp).
 inline constexpr std::size_t kWorkspaceReserve = std::size_t{512} << 20;
-
-// Throw dtnn::RuntimeError "<what>: <library error string>" on failure.
-void check(cudaError_t status, const char* what);
-void check(cublasStatus_t status, const char* what);
-void check(cudnnStatus_t status, const char* what);
-// After a body's kernel launches: cudaGetLastError (does not synchronise), which reports launch errors (a bad
-// configuration, too many resources) but not those of the kernel's execution.
-void check_launch(const char* what);
 
 // Engine hooks (called by Engine right after starpu_init, and before starpu_shutdown). start_workers makes
 // the calling thread use the first CUDA worker's device (so that pinning host memory and StarPU's cuBLAS

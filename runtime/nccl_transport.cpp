@@ -14,19 +14,12 @@
 
 #include <fmt/format.h>
 
+#include "core/cuda_check.hpp"
 #include "core/errors.hpp"
 #include "runtime/transport.hpp"
 
 namespace dtnn::runtime {
 namespace {
-
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) throw RuntimeError(fmt::format("{}: {}", what, cudaGetErrorString(e)));
-}
-
-void check_nccl(ncclResult_t r, const std::string& what) {
-  if (r != ncclSuccess) throw RuntimeError(fmt::format("{}: NCCL {}", what, ncclGetErrorString(r)));
-}
 
 // The StarPU memory node of the CUDA worker on `device`.
 int gpu_memory_node(int device) {
@@ -53,9 +46,9 @@ ncclComm_t init_communicator(const Mpi& mpi, const ncclUniqueId& id, int device)
   std::future<ncclComm_t> done = result.get_future();
   std::thread init([&result, &mpi, id, device, what] {
     try {
-      check_cuda(cudaSetDevice(device), fmt::format("NCCL: cudaSetDevice({})", device));
+      DTNN_CUDA_CHECK(cudaSetDevice(device), what);
       ncclComm_t comm = nullptr;
-      check_nccl(ncclCommInitRank(&comm, mpi.size(), id, mpi.rank()), what);
+      DTNN_NCCL_CHECK(ncclCommInitRank(&comm, mpi.size(), id, mpi.rank()), what);
       result.set_value(comm);
     } catch (...) {
       result.set_exception(std::current_exception());
@@ -74,14 +67,14 @@ class NcclTransport final : public Transport {
  public:
   NcclTransport(const Mpi& mpi, int device) : device_(device), node_(gpu_memory_node(device)) {
     ncclUniqueId id{};
-    if (mpi.rank() == 0) check_nccl(ncclGetUniqueId(&id), "NCCL unique id");
+    if (mpi.rank() == 0) DTNN_NCCL_CHECK(ncclGetUniqueId(&id), "NCCL unique id");
     // Through the driver communicator, like every start-up collective, and within the time-out.
     MPI_Request request;
     MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, mpi.driver_comm(), &request);
     mpi.wait(request, "broadcast of the NCCL unique id");
     comm_ = init_communicator(mpi, id, device);
-    check_cuda(cudaSetDevice(device), fmt::format("NCCL: cudaSetDevice({})", device));
-    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "NCCL stream");
+    DTNN_CUDA_CHECK(cudaSetDevice(device), fmt::format("NCCL on CUDA device {}", device));
+    DTNN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "NCCL stream");
   }
 
   ~NcclTransport() override {
@@ -94,14 +87,16 @@ class NcclTransport final : public Transport {
 
   [[nodiscard]] int memory_node() const override { return node_; }
 
-  void attach_thread() override { check_cuda(cudaSetDevice(device_), "NCCL thread: cudaSetDevice"); }
+  void attach_thread() override {
+    DTNN_CUDA_CHECK(cudaSetDevice(device_), fmt::format("NCCL thread on CUDA device {}", device_));
+  }
 
   // In place on each gradient's GPU copy, as one NCCL group: no packing.
   [[nodiscard]] std::unique_ptr<Flight> start_sum(std::span<const SumBuffer> buffers, const std::string& what) override {
     const std::string where = "NCCL " + what;
     auto f = std::make_unique<EventFlight>();
-    check_cuda(cudaEventCreateWithFlags(&f->done, cudaEventDisableTiming), where + ": event");
-    check_nccl(ncclGroupStart(), where);
+    DTNN_CUDA_CHECK(cudaEventCreateWithFlags(&f->done, cudaEventDisableTiming), where);
+    DTNN_NCCL_CHECK(ncclGroupStart(), where);
     ncclResult_t status = ncclSuccess;
     for (const SumBuffer& b : buffers) {
       status = ncclAllReduce(b.data, b.data, b.count, ncclFloat, ncclSum, comm_, stream_);
@@ -109,9 +104,12 @@ class NcclTransport final : public Transport {
     }
     // Always closed, even after a failed call: a group left open would swallow the next collectives.
     const ncclResult_t end = ncclGroupEnd();
-    check_nccl(status, where);
-    check_nccl(end, where);
-    check_cuda(cudaEventRecord(f->done, stream_), where + ": event record");
+    if (status != ncclSuccess) {
+      cuda_check::fail("ncclAllReduce(b.data, b.data, b.count, ncclFloat, ncclSum, comm_, stream_)", status, __FILE__,
+                       __LINE__, where);
+    }
+    if (end != ncclSuccess) cuda_check::fail("ncclGroupEnd()", end, __FILE__, __LINE__, where);
+    DTNN_CUDA_CHECK(cudaEventRecord(f->done, stream_), where);
     return f;
   }
 
@@ -119,10 +117,12 @@ class NcclTransport final : public Transport {
     const std::string where = "NCCL " + what;
     const cudaError_t e = cudaEventQuery(static_cast<EventFlight&>(flight).done);
     if (e == cudaSuccess) return 1;
-    if (e != cudaErrorNotReady) check_cuda(e, where);
+    if (e != cudaErrorNotReady) cuda_check::fail("cudaEventQuery(flight.done)", e, __FILE__, __LINE__, where);
     ncclResult_t async = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_, &async), where);
-    check_nccl(async, where);
+    DTNN_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async), where);
+    if (async != ncclSuccess) {
+      cuda_check::fail("an NCCL operation (ncclCommGetAsyncError)", async, __FILE__, __LINE__, where);
+    }
     return 0;
   }
 

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,6 +23,7 @@
 #include "codelets/cpu/aligned_floats.hpp"
 #include "codelets/cpu/convgemm_ukernels.hpp"
 #include "core/cpu_features.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -58,11 +58,9 @@ const MicroKernel& blis_kernel() {
   return mk;
 }
 
-enum class Isa { kAvx2, kAvx512 };
-
 struct OwnKernel {
   MicroKernel mk;
-  Isa isa;
+  CpuIsa isa;
 };
 
 // convgemm's own kernels (convgemm_ukernels.hpp), with cache blocks of the BLIS configuration for the same
@@ -72,27 +70,24 @@ const std::vector<OwnKernel>& own_kernels() {
   static const std::vector<OwnKernel> kernels = [] {
     std::vector<OwnKernel> k;
 #if defined(__x86_64__)
-    const auto own = [](const char* name, sgemm_ukr_ft ukr, int mr, int nr, Isa isa) {
-      const bool wide = isa == Isa::kAvx512;
+    const auto own = [](const char* name, sgemm_ukr_ft ukr, int mr, int nr, CpuIsa isa) {
+      const bool wide = isa == CpuIsa::kAvx512;
       const int kc = wide ? 384 : 256;
       const int mc = (wide ? 480 : 144) / mr * mr;
       const int nc = (wide ? 3072 : 4080) / nr * nr;
       return OwnKernel{{name, ukr, nullptr, {mr, nr, kc, mc, nc}, true}, isa};
     };
-    k.push_back(own("avx512_32x8", sgemm_ukr_avx512_32x8, 32, 8, Isa::kAvx512));
-    k.push_back(own("avx512_48x8", sgemm_ukr_avx512_48x8, 48, 8, Isa::kAvx512));
-    k.push_back(own("avx2_24x4", sgemm_ukr_avx2_24x4, 24, 4, Isa::kAvx2));
+    k.push_back(own("avx512_32x8", sgemm_ukr_avx512_32x8, 32, 8, CpuIsa::kAvx512));
+    k.push_back(own("avx512_48x8", sgemm_ukr_avx512_48x8, 48, 8, CpuIsa::kAvx512));
+    k.push_back(own("avx2_24x4", sgemm_ukr_avx2_24x4, 24, 4, CpuIsa::kAvx2));
 #endif
     return k;
   }();
   return kernels;
 }
 
-bool cpu_runs(Isa isa) {
-  static const bool avx512 = cpu_has_avx512();
-  static const bool avx2 = cpu_has_avx2_fma();
-  return isa == Isa::kAvx512 ? avx512 : avx2;
-}
+// The CPU's level capped by DTNN_MAX_CPU_ISA (core/cpu_features.hpp).
+bool cpu_runs(CpuIsa isa) { return cpu_isa_setting().effective >= isa; }
 
 const MicroKernel* find_kernel(std::string_view name) {
   if (name == "blis") {
@@ -116,8 +111,10 @@ std::atomic<const MicroKernel*>& forced_kernel() {
       if (k == nullptr) {
         // Not an exception: this runs inside kernels, possibly on a worker thread; an unknown name is reported
         // once and ignored.
-        std::fprintf(stderr, "dtnn: DTNN_CONVGEMM_UKERNEL=%s: not a micro-kernel this CPU runs; using the selection\n",
-                     env);
+        std::fprintf(stderr,
+                     "dtnn: DTNN_CONVGEMM_UKERNEL=%s: not a micro-kernel this CPU runs at level %s (DTNN_MAX_CPU_ISA "
+                     "caps it); using the selection\n",
+                     env, cpu_isa_name(cpu_isa_setting().effective));
       }
     }
     return k;
@@ -343,8 +340,8 @@ const MicroKernel& select_kernel(Pass pass, const Geom& g) {
   if (const MicroKernel* forced = forced_kernel().load(std::memory_order_relaxed)) {
     return *forced;
   }
-  static const bool skx = cpu_runs(Isa::kAvx512) && bli_arch_query_id() == BLIS_ARCH_SKX;
-  static const bool avx2 = !skx && cpu_runs(Isa::kAvx2) && blis_kernel().blocking.nr == 16;
+  static const bool skx = cpu_runs(CpuIsa::kAvx512) && bli_arch_query_id() == BLIS_ARCH_SKX;
+  static const bool avx2 = !skx && cpu_runs(CpuIsa::kAvx2) && blis_kernel().blocking.nr == 16;
   if (skx && g.kg % 8 == 0) {
     // Planes of fewer than 16 pixels (512 channels at 2x2) were a tie or a loss: each tile then spans samples.
     if (pass == Pass::kFwd && g.plane >= 16) {
@@ -1056,8 +1053,8 @@ void convgemm_force_ukernel(const std::string& name) {
     for (const std::string& n : convgemm_ukernels()) {
       known += (known.empty() ? "" : ", ") + n;
     }
-    throw std::invalid_argument("convgemm: micro-kernel '" + name +
-                                "' is not one this CPU runs, expected auto or one of " + known);
+    throw InvalidArgument("convgemm micro-kernel: '" + name + "', expected auto or one this CPU runs at level " +
+                          cpu_isa_name(cpu_isa_setting().effective) + ": " + known);
   }
   forced_kernel().store(k);
 }

@@ -40,14 +40,14 @@ GemmBlocking convgemm_blocking();
 // <instruction set>_<MR>x<NR>: "avx512_32x8", "avx2_24x4", ...). Each pass picks one per shape, as measured
 // (docs/design.md, Convolution); the results of different kernels differ in rounding only.
 enum class ConvPass { kFwd, kBwdData, kBwdWeights };
-// Those this CPU runs, "blis" first.
+// Those this CPU runs at the level DTNN_MAX_CPU_ISA caps it to (core/cpu_features.hpp), "blis" first.
 std::vector<std::string> convgemm_ukernels();
 // Every own kernel built in, whether this CPU runs it or not.
 std::vector<std::string> convgemm_own_ukernels();
 // The one a pass of this shape runs now.
 std::string convgemm_ukernel(const Conv2dShape& sh, ConvPass pass);
 // Makes every later call run this micro-kernel ("" or "auto": the selection again), for tests and benchmarks;
-// std::invalid_argument for a name this CPU does not run. The environment variable DTNN_CONVGEMM_UKERNEL sets it
+// dtnn::InvalidArgument for a name this CPU does not run. The environment variable DTNN_CONVGEMM_UKERNEL sets it
 // at the first call.
 void convgemm_force_ukernel(const std::string& name);
 

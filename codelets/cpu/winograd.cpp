@@ -5,10 +5,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <stdexcept>
+#include <string>
 
 #include "codelets/cpu/winograd_call.hpp"
 #include "core/cpu_features.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -21,7 +22,7 @@ struct Variant {
   int mr, nr;
 };
 
-// Those this CPU runs, the widest first (the selection).
+// Those this CPU runs at the level DTNN_MAX_CPU_ISA caps it to, the widest first (the selection).
 const std::vector<Variant>& variants() {
   static const std::vector<Variant> v = [] {
     std::vector<Variant> list;
@@ -54,7 +55,8 @@ const Variant* variant() {
 const Variant& runnable_variant() {
   const Variant* v = variant();
   if (v == nullptr) {
-    throw std::logic_error("winograd: no micro-kernel on this CPU (winograd_fits is false; the caller must check)");
+    throw InvalidArgument(std::string("winograd: instruction-set level ") + cpu_isa_name(cpu_isa_setting().effective) +
+                          ", expected avx2 or avx512 (winograd_fits is false: the caller must check it first)");
   }
   return *v;
 }
@@ -192,8 +194,10 @@ void winograd_force_ukernel(const std::string& name) {
   for (const std::string& n : winograd_ukernels()) {
     known += (known.empty() ? "" : ", ") + n;
   }
-  throw std::invalid_argument("winograd: micro-kernel '" + name + "' is not one this CPU runs, expected auto" +
-                              (known.empty() ? std::string() : " or one of " + known));
+  const std::string level = cpu_isa_name(cpu_isa_setting().effective);
+  throw InvalidArgument("winograd micro-kernel: '" + name + "', expected auto" +
+                        (known.empty() ? " (this CPU runs none at level " + level + ")"
+                                       : " or one this CPU runs at level " + level + ": " + known));
 }
 
 }  // namespace dtnn::kernels::cpu

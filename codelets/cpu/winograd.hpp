@@ -24,7 +24,8 @@
 namespace dtnn::kernels::cpu {
 
 // Whether the Winograd path serves this shape on this CPU: a 3x3 kernel, stride 1, dilation 1, one group, every
-// padding at most 2 (backward-data needs 2 - pad >= 0), and AVX-512 or AVX2 + FMA for the micro-kernels.
+// padding at most 2 (backward-data needs 2 - pad >= 0), and AVX-512 or AVX2 + FMA for the micro-kernels (not capped
+// below avx2 by DTNN_MAX_CPU_ISA).
 bool winograd_fits(const Conv2dShape& sh);
 
 // Whether it also pays for sh.n samples, as measured against convgemm (docs/design.md, Convolution;
@@ -51,7 +52,7 @@ std::size_t winograd_workspace_bytes(const Conv2dShape& sh);
 // The micro-kernels the Winograd GEMMs can run on this CPU ("avx512_32x8", "avx2_24x4"), the selection's first.
 std::vector<std::string> winograd_ukernels();
 // Makes later calls run this one ("" or "auto": the selection again), for tests and benchmarks;
-// std::invalid_argument naming the known ones otherwise.
+// dtnn::InvalidArgument naming the known ones otherwise.
 void winograd_force_ukernel(const std::string& name);
 
 }  // namespace dtnn::kernels::cpu

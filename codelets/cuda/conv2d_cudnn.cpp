@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codelets/cuda/elementwise.hpp"
+#include "core/cuda_check.hpp"
 #include "core/errors.hpp"
 
 namespace dtnn::kernels::cuda {
@@ -32,18 +33,11 @@ std::string describe(const Conv2dShape& s) {
          "x" + std::to_string(s.dil_w) + " groups=" + std::to_string(s.groups);
 }
 
-void check(cudnnStatus_t status, const char* what, const Conv2dShape& s) {
-  if (status != CUDNN_STATUS_SUCCESS) {
-    throw RuntimeError(std::string("conv2d (cuDNN) ") + what + ": " + cudnnGetErrorString(status) + " [" +
-                       describe(s) + "]");
-  }
-}
-
-void check(cudaError_t status, const char* what, const Conv2dShape& s) {
-  if (status != cudaSuccess) {
-    throw RuntimeError(std::string("conv2d (CUDA) ") + what + ": " + cudaGetErrorString(status) + " [" +
-                       describe(s) + "]");
-  }
+// What a failed call says first (core/cuda_check.hpp adds the call, the error and where): the layer's shape, and
+// the operand where the call alone does not say it.
+std::string where(const Conv2dShape& s) { return "conv2d (cuDNN) [" + describe(s) + "]"; }
+std::string where(const Conv2dShape& s, const char* what) {
+  return std::string("conv2d (cuDNN) ") + what + " [" + describe(s) + "]";
 }
 
 std::size_t align_up(std::size_t bytes) {
@@ -117,43 +111,43 @@ std::unique_ptr<ConvState> make_state(const Conv2dShape& s) {
   const Padding& p = st->pad;
   const int hp = s.h + p.top + p.bottom;
   const int wp = s.w + p.left + p.right;
-  check(cudnnCreateTensorDescriptor(&d.x), "cudnnCreateTensorDescriptor", s);
-  check(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, hp, wp),
-        "cudnnSetTensor4dDescriptor (x)", s);
+  DTNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x), where(s));
+  DTNN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, hp, wp),
+                   where(s, "x"));
   if (p.needs_copy()) {
-    check(cudnnCreateTensorDescriptor(&d.x_stored), "cudnnCreateTensorDescriptor", s);
-    check(cudnnSetTensor4dDescriptor(d.x_stored, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w),
-          "cudnnSetTensor4dDescriptor (x as stored)", s);
-    check(cudnnCreateTensorDescriptor(&d.x_inside), "cudnnCreateTensorDescriptor", s);
-    check(cudnnSetTensor4dDescriptorEx(d.x_inside, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, s.c * hp * wp, hp * wp, wp, 1),
-          "cudnnSetTensor4dDescriptorEx (x inside its padded copy)", s);
+    DTNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x_stored), where(s));
+    DTNN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.x_stored, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w),
+                     where(s, "x as stored"));
+    DTNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.x_inside), where(s));
+    DTNN_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptorEx(d.x_inside, CUDNN_DATA_FLOAT, s.n, s.c, s.h, s.w, s.c * hp * wp, hp * wp, wp, 1),
+        where(s, "x inside its padded copy"));
     st->padded_elements = static_cast<std::size_t>(s.n) * static_cast<std::size_t>(s.c) *
                           static_cast<std::size_t>(hp) * static_cast<std::size_t>(wp);
     st->inside_offset =
         static_cast<std::size_t>(p.top) * static_cast<std::size_t>(wp) + static_cast<std::size_t>(p.left);
   }
-  check(cudnnCreateFilterDescriptor(&d.w), "cudnnCreateFilterDescriptor", s);
-  check(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c / s.groups, s.r, s.s),
-        "cudnnSetFilter4dDescriptor", s);
-  check(cudnnCreateConvolutionDescriptor(&d.conv), "cudnnCreateConvolutionDescriptor", s);
-  check(cudnnSetConvolution2dDescriptor(d.conv, p.sym_h, p.sym_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
-                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-        "cudnnSetConvolution2dDescriptor", s);
-  check(cudnnSetConvolutionGroupCount(d.conv, s.groups), "cudnnSetConvolutionGroupCount", s);
+  DTNN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d.w), where(s));
+  DTNN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.k, s.c / s.groups, s.r, s.s),
+                   where(s));
+  DTNN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d.conv), where(s));
+  DTNN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(d.conv, p.sym_h, p.sym_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                   where(s));
+  DTNN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, s.groups), where(s));
   // FMA math: no TF32 tensor-core kernels (which CUDNN_DEFAULT_MATH allows on Ampere and later).
-  check(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType", s);
+  DTNN_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH), where(s));
   int on = 0, ok = 0, oh = 0, ow = 0;
-  check(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &on, &ok, &oh, &ow),
-        "cudnnGetConvolution2dForwardOutputDim", s);
+  DTNN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &on, &ok, &oh, &ow), where(s));
   if (on != s.n || ok != s.k || oh != s.out_h() || ow != s.out_w()) {
     throw RuntimeError("conv2d (cuDNN): output shape " + std::to_string(on) + "x" + std::to_string(ok) + "x" +
                        std::to_string(oh) + "x" + std::to_string(ow) + " differs from the expected " +
                        std::to_string(s.n) + "x" + std::to_string(s.k) + "x" + std::to_string(s.out_h()) + "x" +
                        std::to_string(s.out_w()) + " [" + describe(s) + "]");
   }
-  check(cudnnCreateTensorDescriptor(&d.y), "cudnnCreateTensorDescriptor", s);
-  check(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.k, oh, ow),
-        "cudnnSetTensor4dDescriptor (y)", s);
+  DTNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d.y), where(s));
+  DTNN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.n, s.k, oh, ow),
+                   where(s, "y"));
   return st;
 }
 
@@ -225,7 +219,7 @@ Choice first_fit(const std::vector<Perf>& perf, int returned, Algo fallback, Siz
     }
   }
   std::size_t bytes = 0;
-  check(size(fallback, &bytes), "workspace size of the fallback algorithm", s);
+  DTNN_CUDNN_CHECK(size(fallback, &bytes), where(s, "workspace size of the fallback algorithm"));
   return Choice{static_cast<int>(fallback), bytes};
 }
 
@@ -237,12 +231,11 @@ Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
   int returned = 0;
   switch (pass) {
     case ConvPass::kFwd: {
-      check(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count), "cudnnGetConvolutionForwardAlgorithmMaxCount",
-            s);
+      DTNN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count), where(s));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-      check(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, static_cast<int>(perf.size()), &returned,
-                                                   perf.data()),
-            "cudnnGetConvolutionForwardAlgorithm_v7", s);
+      DTNN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, static_cast<int>(perf.size()),
+                                                              &returned, perf.data()),
+                       where(s));
       return first_fit(
           perf, returned, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
           [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
@@ -251,12 +244,11 @@ Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
           s);
     }
     case ConvPass::kBwdData: {
-      check(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count),
-            "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", s);
+      DTNN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count), where(s));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-      check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, static_cast<int>(perf.size()),
-                                                        &returned, perf.data()),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7", s);
+      DTNN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                           h, d.w, d.y, d.conv, d.x, static_cast<int>(perf.size()), &returned, perf.data()),
+                       where(s));
       return first_fit(
           perf, returned, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
           [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
@@ -265,12 +257,11 @@ Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
           s);
     }
     case ConvPass::kBwdWeights: {
-      check(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count),
-            "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", s);
+      DTNN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count), where(s));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(std::max(max_count, 1)));
-      check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, static_cast<int>(perf.size()),
-                                                          &returned, perf.data()),
-            "cudnnGetConvolutionBackwardFilterAlgorithm_v7", s);
+      DTNN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                           h, d.x, d.y, d.conv, d.w, static_cast<int>(perf.size()), &returned, perf.data()),
+                       where(s));
       return first_fit(
           perf, returned, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
           [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
@@ -355,10 +346,11 @@ Scratch carve(const ConvState& st, const Choice& c, void* workspace, std::size_t
 void pad_x(const ConvState& st, const float* x, float* padded, const CudnnContext& ctx) {
   const float one = 1.0f;
   const float zero = 0.0f;
-  check(cudaMemsetAsync(padded, 0, st.padded_elements * sizeof(float), ctx.stream), "cudaMemsetAsync (padded x)",
-        st.shape);
-  check(cudnnTransformTensor(ctx.cudnn, &one, st.d.x_stored, x, &zero, st.d.x_inside, padded + st.inside_offset),
-        "cudnnTransformTensor (x into its padded copy)", st.shape);
+  DTNN_CUDA_CHECK(cudaMemsetAsync(padded, 0, st.padded_elements * sizeof(float), ctx.stream),
+                  where(st.shape, "padded x"));
+  DTNN_CUDNN_CHECK(
+      cudnnTransformTensor(ctx.cudnn, &one, st.d.x_stored, x, &zero, st.d.x_inside, padded + st.inside_offset),
+      where(st.shape, "x into its padded copy"));
 }
 
 }  // namespace
@@ -387,10 +379,10 @@ void conv2d_fwd(const Conv2dShape& sh, const float* x, const float* w, const flo
   }
   const float one = 1.0f;
   const float zero = 0.0f;
-  check(cudnnConvolutionForward(ctx.cudnn, &one, st.d.x, input, st.d.w, w, st.d.conv,
-                                static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes, &zero,
-                                st.d.y, y),
-        "cudnnConvolutionForward", sh);
+  DTNN_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, st.d.x, input, st.d.w, w, st.d.conv,
+                                           static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes,
+                                           &zero, st.d.y, y),
+                   where(sh));
   bias_add_fwd(sh.n, sh.k, plane_of(sh), b, relu, y, ctx.stream);
 }
 
@@ -403,7 +395,7 @@ void conv2d_bwd_data(const Conv2dShape& sh, const float* dy, const float* w, flo
     // No window, or no output channel per group: dx is zero (as on the CPU).
     const std::size_t count = static_cast<std::size_t>(sh.n) * static_cast<std::size_t>(sh.c) *
                               static_cast<std::size_t>(sh.h) * static_cast<std::size_t>(sh.w);
-    check(cudaMemsetAsync(dx, 0, count * sizeof(float), ctx.stream), "cudaMemsetAsync (dx)", sh);
+    DTNN_CUDA_CHECK(cudaMemsetAsync(dx, 0, count * sizeof(float), ctx.stream), where(sh, "dx"));
     return;
   }
   ConvState& st = state_for(sh, ctx.device);
@@ -413,14 +405,14 @@ void conv2d_bwd_data(const Conv2dShape& sh, const float* dy, const float* w, flo
   const float zero = 0.0f;
   // With a padded copy, cuDNN computes the gradient of the whole padded input and x's cells are cropped out.
   float* target = ws.padded != nullptr ? ws.padded : dx;
-  check(cudnnConvolutionBackwardData(ctx.cudnn, &one, st.d.w, w, st.d.y, dy, st.d.conv,
-                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes,
-                                     &zero, st.d.x, target),
-        "cudnnConvolutionBackwardData", sh);
+  DTNN_CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, st.d.w, w, st.d.y, dy, st.d.conv,
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.cudnn,
+                                                ws.cudnn_bytes, &zero, st.d.x, target),
+                   where(sh));
   if (ws.padded != nullptr) {
-    check(cudnnTransformTensor(ctx.cudnn, &one, st.d.x_inside, ws.padded + st.inside_offset, &zero, st.d.x_stored,
-                               dx),
-          "cudnnTransformTensor (dx out of the padded gradient)", sh);
+    DTNN_CUDNN_CHECK(
+        cudnnTransformTensor(ctx.cudnn, &one, st.d.x_inside, ws.padded + st.inside_offset, &zero, st.d.x_stored, dx),
+        where(sh, "dx out of the padded gradient"));
   }
 }
 
@@ -435,7 +427,7 @@ void conv2d_bwd_weights(const Conv2dShape& sh, const float* x, const float* dy, 
   }
   if (!uses_cudnn(sh, ConvPass::kBwdWeights)) {
     // No sample or no output position: the sum is empty.
-    check(cudaMemsetAsync(dw, 0, w_count * sizeof(float), ctx.stream), "cudaMemsetAsync (dw)", sh);
+    DTNN_CUDA_CHECK(cudaMemsetAsync(dw, 0, w_count * sizeof(float), ctx.stream), where(sh, "dw"));
     return;
   }
   ConvState& st = state_for(sh, ctx.device);
@@ -448,10 +440,10 @@ void conv2d_bwd_weights(const Conv2dShape& sh, const float* x, const float* dy, 
   }
   const float one = 1.0f;
   const float zero = 0.0f;
-  check(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, st.d.x, input, st.d.y, dy, st.d.conv,
-                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.cudnn, ws.cudnn_bytes,
-                                       &zero, st.d.w, dw),
-        "cudnnConvolutionBackwardFilter", sh);
+  DTNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, st.d.x, input, st.d.y, dy, st.d.conv,
+                                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.cudnn,
+                                                  ws.cudnn_bytes, &zero, st.d.w, dw),
+                   where(sh));
 }
 
 }  // namespace dtnn::kernels::cuda

@@ -1,31 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <string>
 
 #include "codelets/cuda/dense.hpp"
 #include "codelets/cuda/elementwise.hpp"
 #include "codelets/cuda/launch.cuh"
-#include "core/errors.hpp"
+#include "core/cuda_check.hpp"
 
 namespace dtnn::kernels::cuda {
 namespace {
 
-void check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw RuntimeError(std::string(what) + ": " + cublasGetStatusString(status));
-  }
-}
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw RuntimeError(std::string(what) + ": " + cudaGetErrorString(status));
-  }
-}
-
 // The worker's handle is shared by every codelet of the worker: state that changes results is set on each call
 // rather than assumed. The default math mode never lowers fp32 GEMMs to TF32 (CUBLAS_TF32_TENSOR_OP_MATH would).
 void prepare(cublasHandle_t cublas, const char* what) {
-  check(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), what);
-  check(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), what);
+  DTNN_CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), what);
+  DTNN_CUBLAS_CHECK(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), what);
 }
 
 // Column-major C(m x n) = op(A) * op(B), beta = 0 (C overwritten). Row-major matrices are their transposes.
@@ -33,11 +20,11 @@ void sgemm(cublasHandle_t cublas, cublasOperation_t ta, cublasOperation_t tb, in
            int lda, const float* b, int ldb, float* c, int ldc, const char* what) {
   const float alpha = 1.0f;
   const float beta = 0.0f;
-  check(cublasSgemm(cublas, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc), what);
+  DTNN_CUBLAS_CHECK(cublasSgemm(cublas, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc), what);
 }
 
 void zero(float* p, std::size_t count, cudaStream_t stream, const char* what) {
-  check(cudaMemsetAsync(p, 0, count * sizeof(float), stream), what);
+  DTNN_CUDA_CHECK(cudaMemsetAsync(p, 0, count * sizeof(float), stream), what);
 }
 
 // db[j] = ((0 + dy[0, j]) + dy[1, j]) + ...: one thread per column, rows in order, in fp32 — the CPU's order, so
@@ -62,11 +49,11 @@ void dense_fwd(int n, int in, int out, const float* x, const float* w, const flo
     return;
   }
   if (in <= 0) {
-    zero(y, static_cast<std::size_t>(n) * static_cast<std::size_t>(out), stream, "dense_fwd: cudaMemsetAsync");
+    zero(y, static_cast<std::size_t>(n) * static_cast<std::size_t>(out), stream, "dense_fwd");
   } else {
-    prepare(cublas, "dense_fwd: cuBLAS setup");
+    prepare(cublas, "dense_fwd");
     // y^T (out x n) = w (out x in; w^T as stored) * x^T (in x n; as stored)
-    sgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out, "dense_fwd: cublasSgemm");
+    sgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out, "dense_fwd");
   }
   // The bias and the fused ReLU in one pass (nothing when neither).
   bias_add_fwd(n, out, 1, b, relu, y, stream);
@@ -78,12 +65,12 @@ void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, flo
     return;
   }
   if (out <= 0) {
-    zero(dx, static_cast<std::size_t>(n) * static_cast<std::size_t>(in), stream, "dense_bwd_data: cudaMemsetAsync");
+    zero(dx, static_cast<std::size_t>(n) * static_cast<std::size_t>(in), stream, "dense_bwd_data");
     return;
   }
-  prepare(cublas, "dense_bwd_data: cuBLAS setup");
+  prepare(cublas, "dense_bwd_data");
   // dx^T (in x n) = w^T (in x out; as stored) * dy^T (out x n; as stored)
-  sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, dx, in, "dense_bwd_data: cublasSgemm");
+  sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, dx, in, "dense_bwd_data");
 }
 
 void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, float* dw, float* db,
@@ -93,12 +80,11 @@ void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, 
   }
   if (in > 0) {
     if (n <= 0) {
-      zero(dw, static_cast<std::size_t>(out) * static_cast<std::size_t>(in), stream,
-           "dense_bwd_weights: cudaMemsetAsync");
+      zero(dw, static_cast<std::size_t>(out) * static_cast<std::size_t>(in), stream, "dense_bwd_weights");
     } else {
-      prepare(cublas, "dense_bwd_weights: cuBLAS setup");
+      prepare(cublas, "dense_bwd_weights");
       // dw^T (in x out) = x^T (in x n; as stored) * dy (n x out; dy^T as stored, transposed)
-      sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, dw, in, "dense_bwd_weights: cublasSgemm");
+      sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, dw, in, "dense_bwd_weights");
     }
   }
   if (db != nullptr) {

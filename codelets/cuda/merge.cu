@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <stdexcept>
 #include <string>
 
 #include "codelets/cuda/launch.cuh"
 #include "codelets/cuda/merge.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cuda {
 namespace {
@@ -49,8 +49,8 @@ __global__ void fill_zero_kernel(size_t count, float* dst) {
 
 void check_count(const char* what, int count) {
   if (count > kMaxMergeSources) {
-    throw std::invalid_argument(std::string(what) + ": " + std::to_string(count) + " parts, at most " +
-                                std::to_string(kMaxMergeSources) + " on CUDA");
+    throw InvalidArgument(std::string(what) + ": " + std::to_string(count) + " parts, expected at most " +
+                          std::to_string(kMaxMergeSources) + " on CUDA");
   }
 }
 

@@ -91,9 +91,9 @@ inline constexpr unsigned char kPoisonByte = 0x7F;
 #ifdef DTNN_HAVE_CUDA
 inline void poison_cuda(void** buffers, void*) {
   const std::size_t bytes = STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]);
-  runtime::cuda::check(cudaMemsetAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), kPoisonByte, bytes,
-                                       runtime::cuda::stream()),
-                       "test poison: cudaMemsetAsync");
+  DTNN_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), kPoisonByte, bytes,
+                                  runtime::cuda::stream()),
+                  "test poison");
 }
 
 inline starpu_codelet& poison_codelet() {

@@ -60,20 +60,19 @@ void leave_an_error(void**, void*) {
 
 void memset_then_check(void** buffers, void*) {
   const std::size_t bytes = STARPU_VECTOR_GET_NX(buffers[0]) * sizeof(float);
-  runtime::cuda::check(cudaMemsetAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0, bytes,
-                                       runtime::cuda::stream()),
-                       "cudaMemsetAsync");
-  runtime::cuda::check_launch("memset_then_check");
+  DTNN_CUDA_CHECK(
+      cudaMemsetAsync(reinterpret_cast<void*>(STARPU_VECTOR_GET_PTR(buffers[0])), 0, bytes, runtime::cuda::stream()));
+  DTNN_CUDA_CHECK(cudaGetLastError(), "memset_then_check");
 }
 
-// The body's own failing call, after its first runtime::cuda call: check_launch must still see it.
+// The body's own failing call, after its first runtime::cuda call: the launch check must still see it.
 void fail_then_check(void** buffers, void*) {
   cudaStream_t s = runtime::cuda::stream();
   static_cast<void>(s);
   static_cast<void>(buffers);
   void* p = nullptr;
   if (cudaMalloc(&p, std::size_t{1} << 62) == cudaSuccess) cudaFree(p);
-  runtime::cuda::check_launch("fail_then_check");
+  DTNN_CUDA_CHECK(cudaGetLastError(), "fail_then_check");
 }
 
 starpu_codelet cl_leave_an_error = cuda_only(leave_an_error, "test_leave_an_error");
@@ -108,8 +107,8 @@ TEST(CudaRuntimeTest, EveryCudaWorkerHasHandlesOnItsStream) {
           cudaStream_t s = runtime::cuda::stream();
           cudaStream_t blas = nullptr;
           cudaStream_t dnn = nullptr;
-          runtime::cuda::check(cublasGetStream(runtime::cuda::cublas(), &blas), "cublasGetStream");
-          runtime::cuda::check(cudnnGetStream(runtime::cuda::cudnn(), &dnn), "cudnnGetStream");
+          DTNN_CUBLAS_CHECK(cublasGetStream(runtime::cuda::cublas(), &blas));
+          DTNN_CUDNN_CHECK(cudnnGetStream(runtime::cuda::cudnn(), &dnn));
           if (blas != s || dnn != s) problems.push_back("worker " + std::to_string(w) + ": a handle on another stream");
         } catch (const std::exception& e) {
           problems.push_back("worker " + std::to_string(w) + ": " + e.what());
@@ -144,6 +143,8 @@ TEST(CudaRuntimeTest, LaunchCheckReportsAnErrorOfTheBody) {
     ADD_FAILURE() << "no failure recorded";
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("fail_then_check"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaGetLastError() failed: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(tests/cuda/test_cuda_runtime.cpp:"), std::string::npos) << e.what();
   }
 #endif
 }

@@ -20,7 +20,6 @@
 #include <ostream>
 #include <random>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -30,7 +29,9 @@
 #include "codelets/cpu/kernels.hpp"
 #include "conv_reference.hpp"
 #include "kernel_test_util.hpp"
+#include "core/blis_arch.hpp"
 #include "core/cpu_features.hpp"
+#include "core/errors.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -52,13 +53,19 @@ using test::random_vector;
 
 constexpr double kRtol = 1e-4;
 
-// The engine switches BLIS to its skx (AVX-512, 32x12 micro-kernel) configuration on AVX-512 CPUs before BLIS's
-// first use (runtime/blis_setup.cpp); do the same before any test runs, so that the kernel production uses is
+// The engine chooses BLIS's configuration before BLIS's first use (core/blis_arch.hpp: skx on AVX-512 CPUs, an AVX2
+// one under DTNN_MAX_CPU_ISA=avx2, ...); do the same before any test runs, so that the kernel production uses is
 // the one tested. A BLIS_ARCH_TYPE already in the environment wins: BLIS_ARCH_TYPE=3 tests haswell's 6x16.
 // The ctest entries kernels_blis_<arch> run these tests under each x86-64 BLIS configuration the engine can meet
-// (skx, zen3, haswell); a configuration whose kernels this CPU cannot run skips the entry (exit code 77).
+// (skx, zen3, haswell); a configuration whose kernels this CPU cannot run (or may not, under DTNN_MAX_CPU_ISA)
+// skips the entry (exit code 77).
 [[maybe_unused]] const bool kBlisArchChosen = [] {
-  const std::string skx = std::to_string(static_cast<int>(BLIS_ARCH_SKX));
+  try {
+    configure_blis_arch();
+  } catch (const InvalidArgument& e) {
+    std::fprintf(stderr, "test_kernels: %s\n", e.what());
+    std::_Exit(1);
+  }
   const char* env = std::getenv("BLIS_ARCH_TYPE");
   const auto is = [&](arch_t arch) { return env != nullptr && env == std::to_string(static_cast<int>(arch)); };
   const bool runs = is(BLIS_ARCH_SKX) ? cpu_has_avx512()
@@ -66,11 +73,8 @@ constexpr double kRtol = 1e-4;
                                                                    : true;
   if (!runs) {
     std::fprintf(stderr, "test_kernels: BLIS_ARCH_TYPE=%s needs AVX-512 (skx) or AVX2 (haswell, zen3), which this "
-                 "CPU lacks: skipped\n", env);
+                 "CPU lacks or DTNN_MAX_CPU_ISA caps: skipped\n", env);
     std::_Exit(77);
-  }
-  if (cpu_has_avx512()) {
-    ::setenv("BLIS_ARCH_TYPE", skx.c_str(), 0);
   }
   return true;
 }();
@@ -382,8 +386,8 @@ INSTANTIATE_TEST_SUITE_P(OwnUkernels, ConvgemmKernelTest, ::testing::ValuesIn(ow
 TEST(ConvgemmKernelTest, UnknownMicroKernelIsRejectedWithTheKnownOnes) {
   try {
     convgemm_force_ukernel("avx1024_64x64");
-    FAIL() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
+    FAIL() << "expected dtnn::InvalidArgument";
+  } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'avx1024_64x64'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("blis"), std::string::npos) << e.what();
   }

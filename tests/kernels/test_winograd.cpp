@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <ostream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "codelets/cpu/winograd.hpp"
 #include "conv_reference.hpp"
 #include "core/cpu_features.hpp"
+#include "core/errors.hpp"
 #include "kernel_test_util.hpp"
 
 namespace dtnn::kernels::cpu {
@@ -242,7 +242,7 @@ TEST(WinogradKernelTest, UnknownMicroKernelIsRejectedWithTheKnownOnes) {
   try {
     winograd_force_ukernel("avx1024_64x64");
     FAIL() << "no exception";
-  } catch (const std::invalid_argument& e) {
+  } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("avx1024_64x64"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("expected auto"), std::string::npos) << e.what();
   }
