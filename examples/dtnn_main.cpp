@@ -736,7 +736,10 @@ int run_calibrate(const StepArgs& a) {
   if (mpi.rank() > 0) {
     scratch.dir = fs::temp_directory_path() / fmt::format("dtnn-calibrate-{}-rank{}", ::getpid(), mpi.rank());
   }
-  const fs::path dir = scratch.dir.empty() ? fs::path(a.folder) : scratch.dir;
+  // --out a folder, or an archive: extracted (where it exists) into a private folder, packed back at the end.
+  const dtnn::runtime::MachineFolder machine =
+      dtnn::runtime::MachineFolder::create(scratch.dir.empty() ? fs::path(a.folder) : scratch.dir);
+  const fs::path dir = machine.dir();
   dtnn::runtime::use_machine_folder(dir, 1);
   // Every task's duration goes into its model's history (without it, lws never measures).
   setenv("STARPU_CALIBRATE", "1", 1);
@@ -749,7 +752,7 @@ int run_calibrate(const StepArgs& a) {
   const dtnn::StepRunResult& r = out.result;
   fmt::print("dtnn calibrate: {} on {} ({}{}) into {}\n", a.model, dtnn::runtime::cpu_model_name(), out.engine,
              mpi.active() ? fmt::format("; rank 0 of {} MPI ranks, gradients summed over them", mpi.size()) : "",
-             dir.string());
+             machine.path().string());
   print_step_result(r, a.batch_size);
   fmt::print("CPU workers' speeds against the mean of the same tasks: {:.3f} (dtnn simulate --worker-speeds)\n",
              fmt::join(out.cpu_worker_speeds, ", "));
@@ -765,6 +768,7 @@ int run_calibrate(const StepArgs& a) {
   row["cpu_task_overhead_us"] = out.cpu_task_overhead_us;
   doc["calibrations"].push_back(row);
   dtnn::runtime::write_machine_file(dir, doc);
+  machine.save();
   if (!a.report.empty()) {
     dtnn::runtime::write_text_file(a.report, row.dump(2) + "\n", "report");
   }
@@ -773,6 +777,9 @@ int run_calibrate(const StepArgs& a) {
 
 // Set in the simulation's second process (see prepare_simulation), whose machine folder is STARPU_HOME's.
 constexpr const char* kSimulationProcess = "DTNN_SIMULATION_PROCESS";
+// The machine folder of --machine for that second process: the first one's (an archive's extraction lives as long
+// as the first process, which waits for the second).
+constexpr const char* kSimulationMachine = "DTNN_SIMULATION_MACHINE";
 // This program's arguments, for that second process.
 std::vector<char*> g_arguments;
 
@@ -831,8 +838,10 @@ std::string simulated_conv(const StepArgs& a, const nlohmann::json& machine) {
 }
 
 int prepare_simulation(const StepArgs& given) {
-  const fs::path dir = given.folder;
+  const dtnn::runtime::MachineFolder folder = dtnn::runtime::MachineFolder::open(given.folder);
+  const fs::path dir = folder.dir();
   dtnn::runtime::use_machine_folder(dir, 0);
+  setenv(kSimulationMachine, fs::absolute(dir).c_str(), 1);
   const nlohmann::json machine = dtnn::runtime::read_machine_file(dir);
   StepArgs a = given;
   a.conv = simulated_conv(given, machine);
@@ -855,7 +864,7 @@ int prepare_simulation(const StepArgs& given) {
   if (gpu && calibrated_gpus == 0) {
     throw InvalidArgument(fmt::format("--device {}: machine folder '{}' has no GPU, expected one calibrated with "
                                       "`dtnn calibrate --device cuda` on a GPU machine (or --device cpu)",
-                                      a.device, dir.string()));
+                                      a.device, given.folder));
   }
   // Simulated tasks take their calibrated times: a shape nobody calibrated would stop StarPU in the middle.
   bool calibrated_cpu = false;
@@ -886,12 +895,12 @@ int prepare_simulation(const StepArgs& given) {
         "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {} for --device {} (it has: {}), "
         "expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {} --device {} --out {}` "
         "first",
-        dir.string(), a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, have.empty() ? "none" : have,
-        a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, dir.string()));
+        given.folder, a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, have.empty() ? "none" : have,
+        a.model, a.batch_size, a.tiles, a.conv, a.fusion, a.device, given.folder));
   }
   fmt::print("dtnn simulate: SimGrid, {} (conv {}) on machine {} ({}); codelets do not run and buffers hold "
              "nothing, so there is no loss, metric, checkpoint or evaluation\n",
-             a.model, a.conv, dir.string(), machine.value("cpu", std::string("?")));
+             a.model, a.conv, given.folder, machine.value("cpu", std::string("?")));
   // A machine we do not have: a folder derived from the calibrated one for the life of this run.
   struct Derived {
     fs::path dir;
@@ -993,7 +1002,9 @@ int run_simulate(const StepArgs& given) {
   // The second process, a SimGrid actor: STARPU_HOME is the machine folder to simulate (derived from --machine, whose
   // calibrations the first process checked).
   StepArgs a = given;
-  a.conv = simulated_conv(given, dtnn::runtime::read_machine_file(a.folder));
+  const char* machine_dir = std::getenv(kSimulationMachine);
+  const fs::path machine = machine_dir != nullptr ? fs::path(machine_dir) : fs::path(a.folder);
+  a.conv = simulated_conv(given, dtnn::runtime::read_machine_file(machine));
   const fs::path dir = a.folder;
   const bool gpu = a.device != "cpu";
   const StepOutcome out = run_step_args(a);
@@ -1274,7 +1285,8 @@ int dtnn_main(int argc, char** argv) {
       "calibrate", "run steps of a model (synthetic data) with StarPU's performance models calibrating into a "
                    "machine folder, for dtnn simulate");
   add_step_options(calibrate, cal);
-  calibrate->add_option("--out", cal.folder, "the machine folder (created; models of several runs accumulate)")
+  calibrate->add_option("--out", cal.folder, "the machine folder, or its archive NAME.tar.xz (.tar.gz, .tar) (created; "
+                        "models of several runs accumulate)")
       ->required();
   calibrate->add_option("--device", cal.device,
                         "where the tasks run: cpu, cuda (the GPUs' models; CUDA build) or all (CPUs and GPUs, "
@@ -1288,7 +1300,7 @@ int dtnn_main(int argc, char** argv) {
       "simulate", "predicted step time, images/s and worker utilisation of a model on a calibrated machine "
                   "(SimGrid; the DTNN_SIMGRID build)");
   add_step_options(simulate, sim);
-  simulate->add_option("--machine", sim.folder, "a machine folder (dtnn calibrate --out)")->required();
+  simulate->add_option("--machine", sim.folder, "a machine folder or its archive (dtnn calibrate --out)")->required();
   simulate->add_option("--cpus", sim.cpus, "CPU cores of the target machine (0: the calibrated machine's)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
