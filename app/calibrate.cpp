@@ -31,7 +31,10 @@ int run_calibrate(StepOptions o) {
   if (mpi.rank() > 0) {
     scratch.dir = fs::temp_directory_path() / fmt::format("dtnn-calibrate-{}-rank{}", ::getpid(), mpi.rank());
   }
-  const fs::path dir = scratch.dir.empty() ? fs::path(o.folder) : scratch.dir;
+  // --out a folder, or an archive: extracted (where it exists) into a private folder, packed back at the end.
+  const runtime::MachineFolder machine =
+      runtime::MachineFolder::create(scratch.dir.empty() ? fs::path(o.folder) : scratch.dir);
+  const fs::path dir = machine.dir();
   runtime::use_machine_folder(dir, 1);
   // Every task's duration goes into its model's history (without it, lws never measures).
   setenv("STARPU_CALIBRATE", "1", 1);
@@ -41,7 +44,7 @@ int run_calibrate(StepOptions o) {
   if (mpi.rank() > 0) return 0;
   fmt::print("dtnn calibrate: {} on {} ({}{}) into {}\n", o.model.name, runtime::cpu_model_name(), out.engine,
              mpi.active() ? fmt::format("; rank 0 of {} MPI ranks, gradients summed over them", mpi.size()) : "",
-             dir.string());
+             machine.path().string());
   print_step_result(out.result, o.run.batch_size_);
   fmt::print("CPU workers' speeds against the mean of the same tasks: {:.3f} (dtnn simulate --worker-speeds)\n",
              fmt::join(out.cpu_worker_speeds, ", "));
@@ -57,6 +60,7 @@ int run_calibrate(StepOptions o) {
   row["cpu_task_overhead_us"] = out.cpu_task_overhead_us;
   doc["calibrations"].push_back(row);
   runtime::write_machine_file(dir, doc);
+  machine.save();
   if (!o.report.empty()) runtime::write_text_file(o.report, row.dump(2) + "\n", "report");
   return 0;
 }
@@ -71,7 +75,7 @@ Command add_calibrate(CLI::App& program) {
                                          "run steps of a model (synthetic data) with StarPU's performance models "
                                          "calibrating into a machine folder, for dtnn simulate");
   add_step_options(app, *o);
-  app->add_option("--out", o->folder, "the machine folder (created; models of several runs accumulate)")->required();
+  app->add_option("--out", o->folder, "the machine folder, or its archive NAME.tar.xz (.tar.gz, .tar) (created; models of several runs accumulate)")->required();
   app->add_option("--device", o->device,
                   "where the tasks run: cpu, cuda (the GPUs' models; CUDA build) or all (CPUs and GPUs, placed by "
                   "the scheduler, e.g. dmdas)")

@@ -39,6 +39,9 @@ namespace fs = std::filesystem;
 
 // Set in the simulation's second process, whose machine folder is STARPU_HOME's.
 constexpr const char* kSimulationProcess = "DTNN_SIMULATION_PROCESS";
+// The machine folder of --machine for that second process: the first one's (an archive's extraction lives as long
+// as the first process, which waits for the second).
+constexpr const char* kSimulationMachine = "DTNN_SIMULATION_MACHINE";
 
 struct SimulateOptions {
   StepOptions steps;
@@ -95,7 +98,7 @@ ConvVariant simulated_conv(const StepOptions& o, const nlohmann::json& machine) 
   return found.empty() ? o.model.conv : parse_conv_variant(found, "--machine's calibration");
 }
 
-// The options that contradict each other or the machine folder (InvalidArgument).
+// The options that contradict each other or the machine folder `dir` (InvalidArgument).
 void check_options(const StepOptions& o, const fs::path& dir) {
   if (o.device != "cpu" && o.device != "cuda" && o.device != "all") {
     throw InvalidArgument(fmt::format("--device {}, expected cpu, cuda or all", o.device));
@@ -115,7 +118,7 @@ void check_options(const StepOptions& o, const fs::path& dir) {
   if (gpu && runtime::machine_gpus(dir) == 0) {
     throw InvalidArgument(fmt::format("--device {}: machine folder '{}' has no GPU, expected one calibrated with "
                                       "`dtnn calibrate --device cuda` on a GPU machine (or --device cpu)",
-                                      o.device, dir.string()));
+                                      o.device, o.folder));
   }
   if (gpu && o.gpus == 0) {
     throw InvalidArgument(fmt::format("--gpus 0 with --device {}, expected -1 (the machine's GPUs) or a count", o.device));
@@ -125,7 +128,7 @@ void check_options(const StepOptions& o, const fs::path& dir) {
 // The last matching CPU calibration's time between two tasks (0: none). Simulated tasks take their calibrated
 // times: a shape nobody calibrated would stop StarPU in the middle, so a folder without this graph's calibration
 // (for the device asked: --device all needs both kinds) is an InvalidArgument that says how to calibrate it.
-double calibrated_overhead_us(const StepOptions& o, const fs::path& dir, const nlohmann::json& machine) {
+double calibrated_overhead_us(const StepOptions& o, const nlohmann::json& machine) {
   const std::string conv = to_string(o.model.conv);
   const std::string fusion = o.model.fusion ? "on" : "off";
   bool cpu = false;
@@ -150,9 +153,9 @@ double calibrated_overhead_us(const StepOptions& o, const fs::path& dir, const n
         "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {} for --device {} (it has: {}), "
         "expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {} --device {} --out {}` "
         "first",
-        dir.string(), o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, o.device,
+        o.folder, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, o.device,
         have.empty() ? "none" : have, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, o.device,
-        dir.string()));
+        o.folder));
   }
   return overhead_us;
 }
@@ -226,16 +229,18 @@ void set_simgrid_environment(const StepOptions& o, double overhead_us) {
 
 // The simulation's first process.
 int prepare_simulation(const SimulateOptions& given) {
-  const fs::path dir = given.steps.folder;
+  const runtime::MachineFolder folder = runtime::MachineFolder::open(given.steps.folder);
+  const fs::path dir = folder.dir();
   runtime::use_machine_folder(dir, 0);
+  setenv(kSimulationMachine, fs::absolute(dir).c_str(), 1);
   const nlohmann::json machine = runtime::read_machine_file(dir);
   StepOptions o = given.steps;
   o.model.conv = simulated_conv(o, machine);
   check_options(o, dir);
-  const double calibrated_us = calibrated_overhead_us(o, dir, machine);
+  const double calibrated_us = calibrated_overhead_us(o, machine);
   fmt::print("dtnn simulate: SimGrid, {} (conv {}) on machine {} ({}); codelets do not run and buffers hold "
              "nothing, so there is no loss, metric, checkpoint or evaluation\n",
-             o.model.name, to_string(o.model.conv), dir.string(), machine.value("cpu", std::string("?")));
+             o.model.name, to_string(o.model.conv), o.folder, machine.value("cpu", std::string("?")));
   ScratchFolder derived;
   derive_target(o, dir, derived);
   // Every simulated GPU takes the models of the calibrated GPU 0 (StarPU keys CUDA models by device otherwise).
@@ -259,7 +264,9 @@ int prepare_simulation(const SimulateOptions& given) {
 // The second process, a SimGrid actor: STARPU_HOME is the machine folder to simulate (derived from --machine, whose
 // calibrations the first process checked).
 int run_simulation(StepOptions o) {
-  o.model.conv = simulated_conv(o, runtime::read_machine_file(o.folder));
+  const char* extracted = std::getenv(kSimulationMachine);
+  const fs::path machine = extracted != nullptr ? fs::path(extracted) : fs::path(o.folder);
+  o.model.conv = simulated_conv(o, runtime::read_machine_file(machine));
   const StepOutcome out = run_step_options(o, nullptr, false);
   const StepRunResult& r = out.result;
   fmt::print("{}\npredicted ", out.engine);
@@ -303,7 +310,7 @@ int run_simulate(const SimulateOptions& o) {
 
 void add_simulate_options(CLI::App* app, StepOptions& o) {
   add_step_options(app, o);
-  app->add_option("--machine", o.folder, "a machine folder (dtnn calibrate --out)")->required();
+  app->add_option("--machine", o.folder, "a machine folder or its archive (dtnn calibrate --out)")->required();
   app->add_option("--cpus", o.target.cpus, "CPU cores of the target machine (0: the calibrated machine's)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

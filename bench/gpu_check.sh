@@ -17,9 +17,10 @@
 #   pytorch     torchvision's resnet50, same batch and steps, on the same GPU (bench/gpu_pytorch.py), and the ratio;
 #   startup     the start-up lines of `--device cuda --workers 0` (CPU workers: the cores less one per CUDA
 #               worker) and `--device cpu --workers 0` (every core);
-#   calibrate   `dtnn calibrate --device cuda` of the simulation's models (--calibrate, model:batch pairs), the
-#               machine folder packed as $OUT/machine-gpu.tar.xz (StarPU's CUDA models and bus files, for
-#               docs/simulation.md);
+#   calibrate   `dtnn calibrate --device cuda` of the simulation's models (--calibrate, model:batch pairs) into
+#               the machine archive $OUT/machine-gpu.tar.xz (StarPU's CUDA models and bus files, for
+#               docs/simulation.md: `dtnn simulate --machine` reads it as it is; commit it as
+#               bench/results/machines/<name>.tar.xz);
 #   cpu_scaling images/s of --scaling-model (resnet18_cifar10, batch 64) on 1, 2, 4, ... CPU workers up to the
 #               machine's cores, tiles = max(2, workers): every core of a real node;
 #   device_all  --device all (CPU and GPU workers, placed by dmdas) against --device cuda, on a model whose tasks
@@ -657,7 +658,9 @@ elif [ "${#calibrations[@]}" = 0 ]; then
 elif [ "$binaries_ok" != 1 ]; then
   set_part calibrate "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
 else
-  machine="$work/machine-gpu"
+  # An archive of this run's own (dtnn calibrate --out extracts, calibrates, packs back): the calibrations of
+  # the models accumulate in it, and it is copied out whole.
+  machine="$work/machine-gpu.tar.xz"
   rows=()
   st=pass
   for c in "${calibrations[@]}"; do
@@ -682,7 +685,7 @@ else
     fi
   done
   packed=""
-  if [ -d "$machine" ] && tar -C "$work" -cJf "$out_dir/machine-gpu.tar.xz" machine-gpu 2>"$work/tar.log"; then
+  if [ -f "$machine" ] && cp "$machine" "$out_dir/machine-gpu.tar.xz"; then
     packed="$out_dir/machine-gpu.tar.xz"
   fi
   set_part calibrate "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" packed "$(js "$packed")" \

@@ -9,21 +9,23 @@ MPI ranks x 1 worker; then predictions nobody here can measure (--scaling).
                             [--resimulate]
 
 Per model, in each of --reps rounds: per number of busy cores (1, 2) an untimed calibration, then `build/bin/dtnn
-calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>, and the same under `mpirun -np 2` with one worker per
-rank into OUT/machines/<model>-ranks2-r<round> (rank 0's models, for the 2-rank rows); then, alternating the configurations, `dtnn train` on
+calibrate` (lws) into OUT/machines/<model>-w<busy>-r<round>.tar.xz, and the same under `mpirun -np 2` with one worker
+per rank into OUT/machines/<model>-ranks2-r<round>.tar.xz (rank 0's models, for the 2-rank rows); then, alternating the configurations, `dtnn train` on
 synthetic data (median step time of the second half of the steps, from the report's step_seconds) and
 `build-simgrid/bin/dtnn simulate` on that round's calibration with as many busy cores (ranks x workers). A row's
 error is the median of its rounds' errors. Each row is predicted with durations at their models' means on cores
 alike, with the calibrated cores' speeds (--worker-speeds), with scattered durations (--scatter), and with the speeds
 but without the calibration's time between tasks (--task-overhead-us 0). The ranks' network is measured by `mpirun -np 2 build/bin/allreduce_cost` (MPI_Allreduce by size, fitted as a ring's link).
 --lock takes /work/locks/quiet.lock around every timed command (calibration, real runs), one at a time.
-Writes OUT.json and OUT.md.
+Writes OUT.json and OUT.md. Calibrations are machine archives (`dtnn calibrate --out NAME.tar.xz`, one file each);
+a machine folder of the same name (an older run's) is read where there is no archive.
 """
 import argparse
 import json
 import os
 import statistics
 import subprocess
+import tarfile
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,6 +42,36 @@ SETUP = {
 CONFIGS = [(1, "lws"), (2, "lws"), (1, "dmdas"), (2, "dmdas")]
 # Open MPI's shared-memory transport as dtnn chooses it (runtime/mpi.cpp: single copy where the kernel allows it).
 MPIRUN = ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "-x", "STARPU_SILENT"]
+
+
+ARCHIVE = ".tar.xz"
+
+
+def machine_path(machines, name):
+    """The calibration `name` in the folder `machines`: its archive, else a machine folder of that name (written by
+    an older run), else the archive to write."""
+    archive = os.path.join(machines, name + ARCHIVE)
+    folder = os.path.join(machines, name)
+    return folder if not os.path.exists(archive) and os.path.isdir(folder) else archive
+
+
+def machine_json(machine):
+    """machine.json of a machine archive or folder (None where there is none)."""
+    if os.path.isdir(machine):
+        path = os.path.join(machine, "machine.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+    if not os.path.exists(machine):
+        return None
+    with tarfile.open(machine) as t:
+        for name in ("machine.json", "./machine.json"):
+            try:
+                return json.load(t.extractfile(name))
+            except KeyError:
+                continue
+    return None
 
 
 def locked(cmd, lock):
@@ -97,8 +129,7 @@ def core_speeds(machine, c):
     cores differ by 20-40%, which core varying over tens of minutes (docs/simulation.md). One rank's workers run at
     the calibrated cores' speeds; of several ranks of one worker each (one core each), every rank waits for the
     sums of the slowest, so the one simulated rank runs at the slowest core's speed."""
-    with open(os.path.join(machine, "machine.json")) as f:
-        speeds = json.load(f)["calibrations"][-1].get("cpu_worker_speeds")
+    speeds = machine_json(machine)["calibrations"][-1].get("cpu_worker_speeds")
     if not speeds:
         return None
     if c[2] > 1:
@@ -138,8 +169,8 @@ def scaling(a):
     machines = os.path.join(os.path.dirname(a.out), "machines")
     rows = []
     for model in a.scaling_models.split(","):
-        machine = os.path.join(machines, f"{model}-b32-t32")
-        if not os.path.exists(os.path.join(machine, "machine.json")):
+        machine = machine_path(machines, f"{model}-b32-t32")
+        if machine_json(machine) is None:
             print(run(locked([REAL, "calibrate", "--model", model, "--out", machine, "--batch-size", "32", "--tiles",
                               "32", "--workers", "2", "--steps", "12", "--warmup", "2"], a.lock)), flush=True)
         base = None
@@ -170,9 +201,9 @@ def scaling(a):
     print(f"wrote {a.out}_scaling.json and .md")
 
 
-# The GPU machine: bench/results/machines/h200_xeon16, calibrated by bench/gpu_check.sh on a borrowed H200 with 16
+# The GPU machine: bench/results/machines/h200_xeon16.tar.xz, calibrated by bench/gpu_check.sh on a borrowed H200 with 16
 # Xeon cores (2026-12-04): each model at batch 64, 1 tile, --device cuda, 2 CPU workers, dmdas, 20 steps.
-GPU_MACHINE = os.path.join(HERE, "results", "machines", "h200_xeon16")
+GPU_MACHINE = os.path.join(HERE, "results", "machines", "h200_xeon16" + ARCHIVE)
 # vgg16_cifar10 and resnet18_cifar10 are not simulated: that calibration left tile_sum shapes with fewer than 10
 # samples (docs/simulation.md).
 GPU_SCALING = [("resnet50_imagenet", 64)]
@@ -190,8 +221,7 @@ def gpu_simulate(model, batch, gpus=1, ranks=1, steps=12):
 def gpu_validation(a):
     """Each GPU calibration's own measured step (the median after 2 of its 20 steps, on the H200) against the
     simulation of the same configuration from the models it wrote."""
-    with open(os.path.join(GPU_MACHINE, "machine.json")) as f:
-        machine = json.load(f)
+    machine = machine_json(GPU_MACHINE)
     rows = []
     for c in machine["calibrations"]:
         try:
@@ -214,7 +244,7 @@ def gpu_validation(a):
     with open(a.out + "_gpu.json", "w") as f:
         json.dump({"machine": GPU_MACHINE, "cpu": machine.get("cpu"), "rows": rows}, f, indent=1)
     with open(a.out + "_gpu.md", "w") as f:
-        f.write("NVIDIA H200 with 16 Xeon cores (bench/results/machines/h200_xeon16): batch 64, 1 tile, --device "
+        f.write("NVIDIA H200 with 16 Xeon cores (bench/results/machines/h200_xeon16.tar.xz): batch 64, 1 tile, --device "
                 "cuda, 2 CPU workers, dmdas; measured: the calibration's own 20 steps (median after 2)\n\n")
         f.write("| model | batch | measured ms | predicted ms | error | GPU busy measured | GPU busy predicted |\n"
                 "|---|---|---|---|---|---|---|\n")
@@ -251,7 +281,7 @@ def gpu_scaling(a):
     with open(a.out + "_gpu_scaling.json", "w") as f:
         json.dump({"machine": GPU_MACHINE, "network": SCALING_NET, "rows": rows}, f, indent=1)
     with open(a.out + "_gpu_scaling.md", "w") as f:
-        f.write("Nodes of 1 or 4 simulated H200s (bench/results/machines/h200_xeon16), one rank per GPU, batch 64 "
+        f.write("Nodes of 1 or 4 simulated H200s (bench/results/machines/h200_xeon16.tar.xz), one rank per GPU, batch 64 "
                 "per GPU, dmdas, 25 MiB buckets, ring allreduce over every rank on "
                 f"{SCALING_NET['link_gbps']:.0f} Gb/s links of {SCALING_NET['link_latency_us']:.0f} us\n\n")
         f.write("| model | GPUs per node | nodes | step ms | images/s | allreduce ms a step | exposed ms | "
@@ -264,19 +294,21 @@ def gpu_scaling(a):
 
 
 def calibration_name(model, busy, rep, ranks=1):
-    """The folder of round rep's calibration with `busy` workers in one process, or of `ranks` ranks x 1 worker."""
+    """The name of round rep's calibration with `busy` workers in one process, or of `ranks` ranks x 1 worker."""
     return f"{model}-w{busy}-r{rep}" if ranks == 1 else f"{model}-ranks{ranks}-r{rep}"
 
 
 def calibrate(model, busy, rep, machines, a, ranks=1):
-    """Round rep's calibration (lws) into machines/<calibration_name>: `busy` workers in one process, or under
+    """Round rep's calibration (lws) into machines/<calibration_name>.tar.xz: `busy` workers in one process, or under
     mpirun `ranks` ranks of one worker each summing their gradients (rank 0's models: its tasks as they last beside
     its driver and communication thread on its core), after an untimed one: on this VM the first second of work
     after a pause runs up to 40% slower (simplecnn, 1 worker: a calibration of 0.85 s measured 29.5 ms a step, the
     next one 20.9 ms), and a calibration that short would keep the cold durations in its models."""
     batch, tiles, cal_steps, _ = SETUP[model]
-    machine = os.path.join(machines, calibration_name(model, busy, rep, ranks))
-    run(["rm", "-rf", machine])
+    name = calibration_name(model, busy, rep, ranks)
+    machine = os.path.join(machines, name + ARCHIVE)
+    # A new calibration, not one more in an earlier archive (nor a folder of that name that would be read instead).
+    run(["rm", "-rf", machine, os.path.join(machines, name)])
     workers = busy if ranks == 1 else 1
     launch = [REAL] if ranks == 1 else MPIRUN[:2] + [str(ranks)] + MPIRUN[3:] + [REAL]
     args = ["--batch-size", str(batch), "--tiles", str(tiles), "--workers", str(workers), "--steps", str(cal_steps)]
@@ -394,14 +426,14 @@ def main():
 
 
 def resimulate(a):
-    """Every row of OUT.json predicted again from the calibrations it used (OUT's machines/<model>-w<busy>-r<k>,
+    """Every row of OUT.json predicted again from the calibrations it used (OUT's machines/<model>-w<busy>-r<k>.tar.xz,
     one per round), the measurements kept: what a change of the simulator alone does to the errors."""
     with open(a.out + ".json") as f:
         doc = json.load(f)
     machines = os.path.join(os.path.dirname(a.out), "machines")
     for r in doc["rows"]:
         c = (r["workers"], r["scheduler"], r["ranks"])
-        runs = [predict(r["model"], os.path.join(machines, calibration_name(
+        runs = [predict(r["model"], machine_path(machines, calibration_name(
             r["model"], r["calibration_workers"], k, r.get("calibration_ranks", 1))), c, doc["network"])
             for k in range(len(r["measured_runs_ms"]))]
         new = row(r["model"], c, r["batch"], r["tiles"], r["measured_runs_ms"], runs)

@@ -4,9 +4,11 @@
 // history of every codelet and shape, and the bus files with the SimGrid platform StarPU writes), under one host
 // name, kMachineHost, whatever the machine's own name, so that a folder simulates anywhere; <dir>/machine.json
 // says what was calibrated on what. A simulation (`dtnn simulate --machine DIR`, the DTNN_SIMGRID build) points
-// StarPU at such a folder before its engine starts.
+// StarPU at such a folder before its engine starts. Either command also takes the folder as one archive
+// (MachineFolder).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -28,6 +30,65 @@ inline constexpr const char* kMachineHost = "dtnn-machine";
 
 // The processor as /proc/cpuinfo names it ("AMD EPYC 7B13"), or "unknown".
 [[nodiscard]] std::string cpu_model_name();
+
+// A machine folder as `dtnn calibrate --out` and `dtnn simulate --machine` take it: a folder, used in place, or an
+// archive of one (machine.json and starpu/ at its top, as `dtnn calibrate --out NAME.tar.xz` writes it or
+// `tar -C DIR -cJf NAME.tar.xz machine.json starpu` makes it), extracted into a private temporary folder that is
+// removed with this object. An archive keeps a calibration (some 20-40 small files of StarPU's) in one file.
+// Members of an archive are checked before anything is written: only the layout below (machine.json,
+// starpu/.starpu/sampling/bus/<file>, starpu/.starpu/sampling/codelets/<version>/<file> and their folders; StarPU's
+// empty debug folder), plain files and folders (no link, device or fifo), no absolute path or `..`, at most
+// kMaxMachineMember bytes a file and kMaxMachineArchive in all; otherwise DataError naming the archive and the member.
+class MachineFolder {
+ public:
+  // A calibrated machine to read (--machine): a folder, or a regular file that is an archive (.tar, .tar.gz,
+  // .tar.xz, .tar.zst or .tar.bz2, whatever its name). InvalidArgument naming `path` when it is neither or holds no
+  // calibration; DataError naming it when it is not an archive, is damaged or breaks the rules above.
+  [[nodiscard]] static MachineFolder open(const std::filesystem::path& path);
+  // A machine to calibrate into (--out): a folder (created where it is missing), or, for a name that
+  // is_machine_archive_name accepts and that is not a folder, an archive: extracted where it exists (its models
+  // accumulate, as a folder's do), else begun empty; save() packs it back.
+  [[nodiscard]] static MachineFolder create(const std::filesystem::path& path);
+
+  MachineFolder(MachineFolder&& other) noexcept;
+  MachineFolder& operator=(MachineFolder&&) = delete;
+  MachineFolder(const MachineFolder&) = delete;
+  MachineFolder& operator=(const MachineFolder&) = delete;
+  ~MachineFolder();
+
+  // The folder itself: what use_machine_folder, read_machine_file and the others take.
+  [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
+  // What the user named (the folder or the archive), for messages and reports.
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+  [[nodiscard]] bool archived() const { return !temporary_.empty(); }
+  // An archive: packs dir() into path() (pack_machine_archive: a new file beside it, renamed into place). A folder:
+  // nothing to do, StarPU and write_machine_file wrote into it.
+  void save() const;
+
+ private:
+  MachineFolder(std::filesystem::path path, std::filesystem::path dir, std::filesystem::path temporary);
+  std::filesystem::path path_;
+  std::filesystem::path dir_;
+  std::filesystem::path temporary_;  // the private folder an archive is extracted into (removed at the end)
+};
+
+// Bounds on what an archive may hold, checked from each member's header before it is extracted (and on the bytes
+// actually read): the largest calibration here is 110 KB, the largest model file 14 KB.
+inline constexpr std::int64_t kMaxMachineMember = std::int64_t{64} << 20;
+inline constexpr std::int64_t kMaxMachineArchive = std::int64_t{1} << 30;
+inline constexpr int kMaxMachineMembers = 100000;
+
+// A name MachineFolder::create packs into an archive: ends with .tar.xz, .txz, .tar.gz, .tgz or .tar.
+[[nodiscard]] bool is_machine_archive_name(const std::filesystem::path& path);
+
+// Extracts the machine archive `archive` into the folder `dir` (created; it must hold nothing of the archive's),
+// checked as MachineFolder says.
+void extract_machine_archive(const std::filesystem::path& archive, const std::filesystem::path& dir);
+// Packs the machine folder `dir` into `archive` (compressed by its name: is_machine_archive_name), reproducibly:
+// members sorted by name, no owner, time or mode but 0644. Written to a new file beside it, synced and renamed into
+// place, so that `archive` is never a partial one. DataError naming a file of `dir` outside the layout (a link, or
+// a file StarPU does not write) or a write that failed.
+void pack_machine_archive(const std::filesystem::path& dir, const std::filesystem::path& archive);
 
 // Points the next Engine at a machine folder (sets STARPU_HOME and STARPU_HOSTNAME for the process). creating 1
 // makes the folder (calibration); 0 requires it to hold a calibration, else throws InvalidArgument naming the

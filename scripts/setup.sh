@@ -38,15 +38,16 @@ packages=(
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
+  libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
   dataset-fashion-mnist
 )
 # The test suite checks PyTorch interchange (tools/*.py) with Debian's torch and h5py.
 if [ "$action" = test ] || [ "$action" = bench ]; then
   packages+=(python3 python3-torch python3-numpy python3-h5py)
 fi
+# The program's and the simulation's tests extract machine archives (.tar.xz) with tar, which needs xz.
 if [ "$action" = test ] || [ "$action" = simgrid ]; then
-  packages+=(libsimgrid-dev)
+  packages+=(libsimgrid-dev xz-utils)
 fi
 # Debian's own StarPU only for bench/fxt_overhead.sh, which compares dtnn built against it with our build.
 if [ "$action" = bench ]; then

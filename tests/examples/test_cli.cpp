@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -589,6 +590,52 @@ TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
   EXPECT_EQ(simulate.status, 2) << simulate.output;
   EXPECT_NE(simulate.output.find("DTNN_SIMGRID build"), std::string::npos) << simulate.output;
   fs::remove_all(dir);
+}
+
+// --out NAME.tar.xz: the calibration in one file (a tar.xz of the folder's files, which tar extracts), and a second
+// calibration into it keeps the first's models and row and adds its own, as a folder does; nothing else is left
+// beside it. A file that is not an archive is refused and left as it was.
+TEST(CliTest, CalibrateIntoAnArchiveAccumulates) {
+  const fs::path archive = temp_path("machine.tar.xz");
+  fs::remove(archive);
+  const std::string run = "calibrate --batch-size 32 --steps 6 --warmup 2 --workers 1 --out ";
+  const CliRun first = dtnn(run + archive.string() + " --model simplecnn");
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find(") into " + archive.string() + "\n"), std::string::npos) << first.output;
+  const CliRun second = dtnn(run + archive.string() + " --model simplemlp");
+  ASSERT_EQ(second.status, 0) << second.output;
+  const fs::path dir = temp_path("extracted");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(std::system(("tar -xJf '" + archive.string() + "' -C '" + dir.string() + "'").c_str()), 0);
+  const auto doc = read_json(dir / "machine.json");
+  ASSERT_EQ(doc.at("calibrations").size(), 2u);
+  EXPECT_EQ(doc.at("calibrations")[0].at("model"), "simplecnn");
+  EXPECT_EQ(doc.at("calibrations")[1].at("model"), "simplemlp");
+  const fs::path sampling = dir / "starpu" / ".starpu" / "sampling";
+  EXPECT_TRUE(fs::exists(sampling / "bus" / "dtnn-machine.platform.v4.xml"));
+  EXPECT_TRUE(fs::exists(sampling / "codelets" / "45" / "conv2d_fwd_convgemm.dtnn-machine"));  // simplecnn's only
+  EXPECT_TRUE(fs::exists(sampling / "codelets" / "45" / "dense_fwd.dtnn-machine"));
+  fs::remove_all(dir);
+  for (const auto& e : fs::directory_iterator(archive.parent_path())) {
+    EXPECT_EQ(e.path().string().rfind(archive.string() + ".", 0), std::string::npos) << e.path() << " left";
+  }
+  fs::remove(archive);
+
+  const fs::path text = temp_path("notes.txt");
+  std::ofstream(text) << "notes\n";
+  const CliRun file = dtnn(run + text.string() + " --model simplemlp");
+  EXPECT_EQ(file.status, 2) << file.output;
+  EXPECT_NE(file.output.find("--out: '" + text.string() + "' is a file"), std::string::npos) << file.output;
+  const fs::path bad = temp_path("bad.tar.xz");
+  fs::copy_file(text, bad, fs::copy_options::overwrite_existing);
+  const CliRun damaged = dtnn(run + bad.string() + " --model simplemlp");
+  EXPECT_EQ(damaged.status, 1) << damaged.output;
+  EXPECT_NE(damaged.output.find(bad.string() + ": not a machine archive"), std::string::npos) << damaged.output;
+  std::ifstream in(bad);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "notes\n");
+  fs::remove(text);
+  fs::remove(bad);
 }
 
 TEST(CliTest, ModelsAndSummaryList) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The simulation build (DTNN_SIMGRID) as a user runs it: `dtnn simulate` on the machine folder committed in
-// tests/data/machine-zen5 (a `dtnn calibrate` of simplecnn on this project's 2-core AMD EPYC Zen 5 (family 26)), each run its
-// own process (SimGrid starts once per process). A simulation is deterministic: the same prediction twice.
+// The simulation build (DTNN_SIMGRID) as a user runs it: `dtnn simulate` on the machine archive committed in
+// tests/data/machine-zen5.tar.xz (a `dtnn calibrate` of simplecnn on this project's 2-core AMD EPYC Zen 5 (family
+// 26)), each run its own process (SimGrid starts once per process). A simulation is deterministic: the same
+// prediction twice.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,10 +12,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 
 #include <nlohmann/json.hpp>
+
+#include "support/tar_writer.hpp"
 
 namespace {
 
@@ -42,17 +46,22 @@ fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("dtnn-sim-" + std::to_string(::getpid()) + "-" + name);
 }
 
-// A copy of a committed machine folder (by default tests/data/machine-zen5): StarPU may write into its home.
-fs::path machine_copy(const std::string& name, const fs::path& source = fs::path("tests") / "data" / "machine-zen5") {
+const fs::path kZen5 = fs::path("tests") / "data" / "machine-zen5.tar.xz";
+
+// A machine folder from a committed machine archive (by default tests/data/machine-zen5.tar.xz), extracted by tar
+// (the archive is a plain tar.xz), which a test may change (and StarPU may write into its home).
+fs::path machine_copy(const std::string& name, const fs::path& archive = kZen5) {
   const fs::path dir = temp_path(name);
   fs::remove_all(dir);
-  fs::copy(fs::path(DTNN_SOURCE_DIR) / source, dir, fs::copy_options::recursive);
+  fs::create_directories(dir);
+  const std::string cmd = "tar -xJf '" + (fs::path(DTNN_SOURCE_DIR) / archive).string() + "' -C '" + dir.string() + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return dir;
 }
 
-// The GPU calibration of bench/results/machines/h200_xeon16 (an H200 and 16 Xeon cores, simplecnn among its
+// The GPU calibration of bench/results/machines/h200_xeon16.tar.xz (an H200 and 16 Xeon cores, simplecnn among its
 // models at batch 64, 1 tile, --device cuda, 2 CPU workers, dmdas; bench/results/gpu_h200_2026-12-04).
-const fs::path kH200 = fs::path("bench") / "results" / "machines" / "h200_xeon16";
+const fs::path kH200 = fs::path("bench") / "results" / "machines" / "h200_xeon16.tar.xz";
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -70,7 +79,7 @@ TEST(SimulationTest, SameMachineSameOptionsGiveTheSamePrediction) {
                           report.string());
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find("codelets do not run"), std::string::npos) << r.output;
-    // No --conv: the algorithm the folder was calibrated with (tests/data/machine-zen5's is convgemm).
+    // No --conv: the algorithm the folder was calibrated with (tests/data/machine-zen5.tar.xz's is convgemm).
     EXPECT_NE(r.output.find("(conv convgemm)"), std::string::npos) << r.output;
     const auto doc = read_json(report);
     fs::remove(report);
@@ -223,10 +232,11 @@ TEST(SimulationTest, GpusOfAGpuCalibrationAreSimulated) {
 // dm* decisions one at a time (the SimGrid StarPU's
 // scripts/starpu-patches/0004-simgrid-dmda-one-decision-at-a-time.patch): the two tiles of a resnet18 convolution
 // become ready at the same simulated instant, and without the patch both went to worker 0 (worker 1 58% busy, 593 ms
-// a step; 99.6% and 458 ms with it). tests/data/machine-zen5-resnet18 is a copy of the validation's calibration
-// bench/results/machines/resnet18_cifar10-w2 (batch 32, 2 tiles, 2 workers), which the study rewrites.
+// a step; 99.6% and 458 ms with it). tests/data/machine-zen5-resnet18.tar.xz is a copy of the validation's
+// calibration bench/results/machines/resnet18_cifar10-w2.tar.xz (batch 32, 2 tiles, 2 workers), which the study
+// rewrites.
 TEST(SimulationTest, DmdasPlacesSimultaneousTilesOnBothWorkers) {
-  const fs::path machine = machine_copy("resnet18", fs::path("tests") / "data" / "machine-zen5-resnet18");
+  const fs::path machine = machine_copy("resnet18", fs::path("tests") / "data" / "machine-zen5-resnet18.tar.xz");
   const fs::path report = temp_path("dmdas.json");
   const CliRun r = dtnn("simulate --model resnet18_cifar10 --batch-size 32 --tiles 2 --workers 2 --scheduler dmdas "
                         "--steps 6 --warmup 2 --machine " + machine.string() + " --report " + report.string());
@@ -312,7 +322,7 @@ TEST(SimulationTest, BusBandwidthAndLatencyOfTheTarget) {
 TEST(SimulationTest, TaskOverheadIsChargedBeforeEachTask) {
   const fs::path machine = machine_copy("overhead");
   auto run = [&](const std::string& options) { return simulated_report(machine, "--tiles 2 --workers 1 " + options); };
-  // tests/data/machine-zen5 predates the measure: no overhead of its own.
+  // tests/data/machine-zen5.tar.xz predates the measure: no overhead of its own.
   const auto base = run("");
   EXPECT_EQ(base.at("task_overhead_us"), 0.0);
   const auto charged = run("--task-overhead-us 100");
@@ -338,27 +348,90 @@ TEST(SimulationTest, TaskOverheadIsChargedBeforeEachTask) {
   fs::remove_all(machine);
 }
 
-std::size_t derived_folders() {
+std::size_t temporary_folders(const std::string& prefix) {
   std::size_t n = 0;
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
-    if (e.path().filename().string().rfind("dtnn-target-", 0) == 0) ++n;
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
   }
   return n;
 }
 
-// The simulation runs in a second process (app/simulate.cpp): what stops it reaches the
-// user with its cause and a non-zero status, and the first process still removes the derived target folder.
+// The target machines derived for a run (runtime::derive_machine_folder).
+std::size_t derived_folders() { return temporary_folders("dtnn-target-"); }
+// The private folders of archives extracted for a run (runtime::MachineFolder).
+std::size_t extracted_folders() { return temporary_folders("dtnn-machine-"); }
+
+// The simulation runs in a second process (app/simulate.cpp): what stops it reaches the user with its cause and a
+// non-zero status, and the first process still removes the derived target folder and the archive's extraction.
 TEST(SimulationTest, AFailureInTheSimulationProcessIsReported) {
   // The H200 calibration's resnet18 has tile_sum shapes with fewer than 10 samples: StarPU aborts mid-run.
-  const fs::path machine = machine_copy("abort", kH200);
+  const fs::path machine = fs::path(DTNN_SOURCE_DIR) / kH200;
   const std::size_t before = derived_folders();
+  const std::size_t extracted = extracted_folders();
   const CliRun r = dtnn("simulate --model resnet18_cifar10 --batch-size 64 --tiles 1 --device cuda --gpus 2 "
                         "--workers 2 --scheduler dmdas --steps 4 --warmup 1 --machine " + machine.string());
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("tile_sum"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("the simulation process ended by signal"), std::string::npos) << r.output;
   EXPECT_EQ(derived_folders(), before);
-  fs::remove_all(machine);
+  EXPECT_EQ(extracted_folders(), extracted);
+}
+
+// A machine archive is simulated as the folder it holds: the same prediction from `--machine NAME.tar.xz` as from
+// its extraction by tar, on the calibrated machine and on targets derived from it (CPUs; GPUs: the second process
+// reads the first one's extraction), and the archive is what the output and the report name.
+TEST(SimulationTest, AnArchiveIsSimulatedAsItsExtractedFolder) {
+  const std::size_t before = extracted_folders();
+  const std::pair<fs::path, std::string> cases[] = {
+      {kZen5, "--tiles 2 --workers 2 --scheduler dmdas"},
+      {kZen5, "--tiles 2 --workers 8 --cpus 8"},
+      {kH200, "--device cuda --tiles 1 --workers 2 --scheduler dmdas --gpus 2"},
+  };
+  for (const auto& [name, options] : cases) {
+    const fs::path archive = fs::path(DTNN_SOURCE_DIR) / name;
+    const fs::path report = temp_path("archive.json");
+    const CliRun r = dtnn(kRun + options + " --machine " + archive.string() + " --report " + report.string());
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("on machine " + archive.string() + " ("), std::string::npos) << r.output;
+    const auto doc = read_json(report);
+    fs::remove(report);
+    EXPECT_EQ(doc.at("machine"), archive.string());
+    const fs::path folder = machine_copy("extracted", name);
+    EXPECT_EQ(doc.at("step_ms").get<double>(), simulated_step_ms(folder, options)) << options;
+    fs::remove_all(folder);
+  }
+  EXPECT_EQ(extracted_folders(), before);
+}
+
+// What is not a machine archive, or one whose members would land outside its folder, is refused before anything
+// is simulated, naming the file (status 1: bad data), and leaves nothing behind.
+TEST(SimulationTest, HostileOrDamagedArchivesAreRefusedNamingTheFile) {
+  using dtnn::test::tar_archive;
+  const std::size_t before = extracted_folders();
+  const fs::path escaped = fs::temp_directory_path() / ("dtnn-escaped-" + std::to_string(::getpid()));
+  const auto refused = [&](const std::string& name, const std::string& bytes, const std::string& why) {
+    const fs::path file = temp_path(name);
+    std::ofstream(file, std::ios::binary) << bytes;
+    const CliRun r = dtnn(kRun + "--machine " + file.string());
+    EXPECT_EQ(r.status, 1) << name << ": " << r.output;
+    EXPECT_NE(r.output.find("dtnn: error: " + file.string() + ": "), std::string::npos) << name << ": " << r.output;
+    EXPECT_NE(r.output.find(why), std::string::npos) << name << ": " << r.output;
+    fs::remove(file);
+  };
+  const dtnn::test::TarMember json{"machine.json", '0', "{}\n"};
+  const std::string relative = "starpu/../../" + escaped.lexically_relative(fs::temp_directory_path()).string();
+  refused("dotdot.tar", tar_archive({json, {relative, '0', "x"}}), "has a '..' component");
+  refused("absolute.tar", tar_archive({json, {escaped.string(), '0', "x"}}), "is an absolute path");
+  refused("symlink.tar.xz",
+          tar_archive({{"starpu/.starpu/sampling/bus/dtnn-machine.platform.v4.xml", '2', "", "/etc/passwd"}}),
+          "is a symbolic link (to '/etc/passwd')");
+  std::ifstream in(fs::path(DTNN_SOURCE_DIR) / kZen5, std::ios::binary);
+  const std::string whole{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  ASSERT_GT(whole.size(), 1000u);
+  refused("truncated.tar.xz", whole.substr(0, whole.size() / 2), "damaged");
+  refused("text.tar.xz", "not an archive\n", "not a machine archive");
+  EXPECT_FALSE(fs::exists(escaped));
+  EXPECT_EQ(extracted_folders(), before);
 }
 
 TEST(SimulationTest, BadMachineFolderAndRealCommandsAreRefused) {

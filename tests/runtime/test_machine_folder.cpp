@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: Apache-2.0
+// Machine archives (runtime/machine.hpp): a calibration in one file, extracted into a private folder for the life
+// of a MachineFolder and packed back; hostile archives refused with the archive's name before anything leaves it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "runtime/machine.hpp"
+#include "support/tar_writer.hpp"
+#include "support/throws_with.hpp"
+
+namespace dtnn {
+namespace {
+
+namespace fs = std::filesystem;
+using runtime::MachineFolder;
+using test::TarMember;
+using test_support::throws_with;
+
+const fs::path kZen5 = fs::path(DTNN_SOURCE_DIR) / "tests" / "data" / "machine-zen5.tar.xz";
+
+fs::path temp_path(const std::string& name) {
+  return fs::temp_directory_path() / ("dtnn-machine-test-" + std::to_string(::getpid()) + "-" + name);
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+// Every file of a folder and its bytes, by its path in the folder.
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[e.path().lexically_relative(dir).generic_string()] = read_bytes(e.path());
+  }
+  return files;
+}
+
+// The private folders of extracted archives that exist now.
+std::size_t extracted_folders() {
+  std::size_t n = 0;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
+    if (e.path().filename().string().rfind("dtnn-machine-", 0) == 0 &&
+        e.path().filename().string().rfind("dtnn-machine-test-", 0) != 0) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST(MachineFolderTest, AnArchiveIsExtractedForTheLifeOfTheObject) {
+  const std::size_t before = extracted_folders();
+  fs::path dir;
+  {
+    const MachineFolder m = MachineFolder::open(kZen5);
+    dir = m.dir();
+    EXPECT_TRUE(m.archived());
+    EXPECT_EQ(m.path(), kZen5);
+    EXPECT_NE(dir, kZen5);
+    EXPECT_TRUE(fs::exists(dir / "machine.json"));
+    EXPECT_TRUE(fs::exists(dir / "starpu" / ".starpu" / "sampling" / "bus" / "dtnn-machine.platform.v4.xml"));
+    EXPECT_TRUE(
+        fs::exists(dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45" / "conv2d_fwd_convgemm.dtnn-machine"));
+    EXPECT_EQ(runtime::machine_cpus(dir), 2);
+    EXPECT_EQ(runtime::read_machine_file(dir).at("calibrations")[0].at("model"), "simplecnn");
+    EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all) << "a private folder";
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_EQ(extracted_folders(), before);
+}
+
+TEST(MachineFolderTest, AFolderIsUsedInPlace) {
+  const MachineFolder archive = MachineFolder::open(kZen5);
+  const MachineFolder folder = MachineFolder::open(archive.dir());
+  EXPECT_FALSE(folder.archived());
+  EXPECT_EQ(folder.dir(), archive.dir());
+  folder.save();  // nothing to pack
+  EXPECT_TRUE(fs::exists(archive.dir() / "machine.json"));
+}
+
+// Packing is reproducible (sorted members, no owner or time): the same folder gives the same bytes, and what is
+// extracted again is the folder, file for file.
+TEST(MachineFolderTest, PackingRoundTripsAndIsReproducible) {
+  const MachineFolder m = MachineFolder::open(kZen5);
+  for (const char* suffix : {".tar.xz", ".tar.gz", ".tar"}) {
+    const fs::path first = temp_path(std::string("first") + suffix);
+    const fs::path second = temp_path(std::string("second") + suffix);
+    runtime::pack_machine_archive(m.dir(), first);
+    runtime::pack_machine_archive(m.dir(), second);
+    EXPECT_EQ(read_bytes(first), read_bytes(second)) << suffix;
+    const MachineFolder again = MachineFolder::open(first);
+    EXPECT_EQ(files_of(again.dir()), files_of(m.dir())) << suffix;
+    fs::remove(first);
+    fs::remove(second);
+  }
+  EXPECT_LT(fs::file_size(kZen5), 8000u) << "a compressed calibration (the folder: ~49 KB in 21 files)";
+}
+
+// create: an archive begins empty, is packed by save(), and a second create finds what the first saved (the models
+// of several calibrations accumulate in it, as in a folder). Nothing is written to the archive without save().
+TEST(MachineFolderTest, CreateExtractsAndSavePacksBack) {
+  const fs::path archive = temp_path("create.tar.xz");
+  fs::remove(archive);
+  {
+    const MachineFolder m = MachineFolder::create(archive);
+    EXPECT_TRUE(m.archived());
+    EXPECT_TRUE(fs::is_directory(m.dir()));
+    EXPECT_TRUE(fs::is_empty(m.dir()));
+    runtime::write_machine_file(m.dir(), {{"calibrations", {{{"model", "first"}}}}});
+    m.save();
+  }
+  {
+    const MachineFolder m = MachineFolder::create(archive);
+    nlohmann::json doc = runtime::read_machine_file(m.dir());
+    ASSERT_EQ(doc.at("calibrations").size(), 1u);
+    doc["calibrations"].push_back({{"model", "second"}});
+    runtime::write_machine_file(m.dir(), doc);
+  }  // not saved: the archive keeps one calibration
+  {
+    const MachineFolder m = MachineFolder::create(archive);
+    EXPECT_EQ(runtime::read_machine_file(m.dir()).at("calibrations").size(), 1u);
+  }
+  for (const auto& e : fs::directory_iterator(archive.parent_path())) {
+    EXPECT_EQ(e.path().string().rfind(archive.string() + ".", 0), std::string::npos)
+        << "a temporary file left beside the archive: " << e.path();
+  }
+  fs::remove(archive);
+
+  const fs::path folder = temp_path("create-folder");
+  const MachineFolder f = MachineFolder::create(folder);
+  EXPECT_FALSE(f.archived());
+  EXPECT_EQ(f.dir(), folder);
+  EXPECT_TRUE(runtime::is_machine_archive_name("a/b.tar.xz"));
+  EXPECT_TRUE(runtime::is_machine_archive_name("b.tgz"));
+  EXPECT_FALSE(runtime::is_machine_archive_name("machines/zen5"));
+  EXPECT_FALSE(runtime::is_machine_archive_name("b.zip"));
+  const fs::path file = temp_path("plain-file");
+  write_bytes(file, "x");
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)MachineFolder::create(file); },
+                                           {"--out", file.string(), "is a file"}));
+  fs::remove(file);
+}
+
+// The archive `members` written to a file of this test; DataError from MachineFolder::open naming it and `parts`,
+// and no extracted folder left behind.
+::testing::AssertionResult refused(const std::string& name, const std::vector<TarMember>& members,
+                                   std::initializer_list<std::string> parts) {
+  const fs::path archive = temp_path(name + ".tar");
+  write_bytes(archive, test::tar_archive(members));
+  const std::size_t before = extracted_folders();
+  std::vector<std::string> all = {archive.string()};
+  all.insert(all.end(), parts.begin(), parts.end());
+  ::testing::AssertionResult r = ::testing::AssertionSuccess();
+  try {
+    (void)MachineFolder::open(archive);
+    r = ::testing::AssertionFailure() << name << ": accepted";
+  } catch (const DataError& e) {
+    for (const std::string& part : all) {
+      if (std::string(e.what()).find(part) == std::string::npos) {
+        r = ::testing::AssertionFailure() << name << ": \"" << e.what() << "\" lacks \"" << part << "\"";
+      }
+    }
+  } catch (const std::exception& e) {
+    r = ::testing::AssertionFailure() << name << ": threw another exception: " << e.what();
+  }
+  if (extracted_folders() != before) r = ::testing::AssertionFailure() << name << ": an extracted folder was left";
+  fs::remove(archive);
+  return r;
+}
+
+const TarMember kJson{"machine.json", '0', "{}\n"};
+
+TEST(MachineFolderTest, HostileMembersAreRefusedNamingTheArchive) {
+  EXPECT_TRUE(refused("absolute", {kJson, {"/tmp/dtnn-evil", '0', "x"}}, {"'/tmp/dtnn-evil' is an absolute path"}));
+  EXPECT_TRUE(refused("dotdot", {{"starpu/../../dtnn-evil", '0', "x"}}, {"'starpu/../../dtnn-evil'", "'..'"}));
+  EXPECT_TRUE(refused("dotdot-dir", {{"../", '5'}}, {"'../'", "'..'"}));
+  EXPECT_TRUE(refused("symlink", {{"machine.json", '2', "", "/etc/passwd"}},
+                      {"'machine.json' is a symbolic link (to '/etc/passwd')"}));
+  EXPECT_TRUE(refused("hardlink", {kJson, {"starpu/.starpu/sampling/bus/x", '1', "", "machine.json"}},
+                      {"'starpu/.starpu/sampling/bus/x' is a hard link"}));
+  EXPECT_TRUE(refused("chardev", {{"starpu/.starpu/sampling/bus/tty", '3'}}, {"is a character device"}));
+  EXPECT_TRUE(refused("blockdev", {{"starpu/.starpu/sampling/bus/sda", '4'}}, {"is a block device"}));
+  EXPECT_TRUE(refused("fifo", {{"machine.json", '6'}}, {"'machine.json' is a fifo"}));
+  // Outside the layout: a file beside machine.json, in StarPU's home, in a model version's subfolder, in debug.
+  for (const std::string name : {"notes.txt", "starpu/.bashrc", "starpu/.starpu/sampling/codelets/45/a/b",
+                                 "starpu/.starpu/sampling/codelets/v45/x", "starpu/.starpu/sampling/debug/x.debug",
+                                 "starpu/.starpu/sampling/bus"}) {
+    EXPECT_TRUE(refused("layout", {kJson, {name, '0', "x"}}, {"'" + name + "'", "is not part of a machine folder"}));
+  }
+  EXPECT_TRUE(refused("twice", {kJson, kJson}, {"'machine.json'", "appears twice"}));
+  // A header announcing 2 GiB: refused before anything is read or allocated.
+  EXPECT_TRUE(refused("huge", {{"starpu/.starpu/sampling/bus/big", '0', "", "", std::int64_t{2} << 30}},
+                      {"'starpu/.starpu/sampling/bus/big' is 2147483648 bytes, expected at most 67108864"}));
+}
+
+TEST(MachineFolderTest, DamagedOrForeignFilesAreRefusedNamingThem) {
+  const std::size_t before = extracted_folders();
+  const fs::path text = temp_path("not-an-archive.tar.xz");
+  const auto foreign = [&] {
+    return throws_with<DataError>([&] { (void)MachineFolder::open(text); }, {text.string(), "not a machine archive"});
+  };
+  write_bytes(text, "this is not an archive\n");
+  EXPECT_TRUE(foreign());
+  write_bytes(text, "");
+  EXPECT_TRUE(foreign());
+  fs::remove(text);
+  // The committed archive cut short: the compressed stream ends before the members do.
+  const std::string whole = read_bytes(kZen5);
+  const fs::path cut = temp_path("cut.tar.xz");
+  write_bytes(cut, whole.substr(0, whole.size() / 2));
+  EXPECT_TRUE(throws_with<DataError>([&] { (void)MachineFolder::open(cut); }, {cut.string(), "damaged or truncated"}));
+  // A plain tar cut inside a member's data.
+  const std::string tar = test::tar_archive({{"machine.json", '0', std::string(3000, ' ')}});
+  write_bytes(cut, tar.substr(0, 1500));
+  EXPECT_TRUE(throws_with<DataError>([&] { (void)MachineFolder::open(cut); }, {cut.string(), "'machine.json'"}));
+  fs::remove(cut);
+  EXPECT_EQ(extracted_folders(), before);
+  // A well-formed archive without a calibration, and what is not there at all.
+  const fs::path empty = temp_path("empty.tar");
+  write_bytes(empty, test::tar_archive({kJson}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)MachineFolder::open(empty); },
+                                           {"--machine: archive '" + empty.string() + "' holds no calibration"}));
+  fs::remove(empty);
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)MachineFolder::open("/nonexistent-machine.tar.xz"); },
+                                           {"'/nonexistent-machine.tar.xz' is not a folder"}));
+}
+
+// Packing writes only what a machine folder holds: a link in it (which would be followed) is refused, naming it,
+// and the archive is left as it was.
+TEST(MachineFolderTest, PackingRefusesWhatIsNotACalibration) {
+  const MachineFolder m = MachineFolder::open(kZen5);
+  const fs::path archive = temp_path("pack.tar.xz");
+  runtime::pack_machine_archive(m.dir(), archive);
+  const std::string packed = read_bytes(archive);
+  const fs::path link = m.dir() / "starpu" / ".starpu" / "sampling" / "bus" / "passwd";
+  fs::create_symlink("/etc/passwd", link);
+  EXPECT_TRUE(throws_with<DataError>([&] { runtime::pack_machine_archive(m.dir(), archive); },
+                                     {archive.string(), link.string(), "is a symbolic link"}));
+  fs::remove(link);
+  const fs::path stray = m.dir() / "notes.txt";
+  write_bytes(stray, "x");
+  EXPECT_TRUE(throws_with<DataError>([&] { runtime::pack_machine_archive(m.dir(), archive); },
+                                     {stray.string(), "not part of a machine folder"}));
+  fs::remove(stray);
+  // StarPU's debug folder (STARPU_MODEL_DEBUG builds) is left out.
+  fs::create_directories(m.dir() / "starpu" / ".starpu" / "sampling" / "debug");
+  write_bytes(m.dir() / "starpu" / ".starpu" / "sampling" / "debug" / "x.debug", "x");
+  runtime::pack_machine_archive(m.dir(), archive);
+  EXPECT_EQ(read_bytes(archive), packed);
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { runtime::pack_machine_archive(m.dir(), temp_path("x.zip")); },
+                                           {"x.zip", "not an archive name"}));
+  fs::remove(archive);
+}
+
+}  // namespace
+}  // namespace dtnn
