@@ -3,7 +3,7 @@
 // per-worker device workspace, and the error checks that throw (core/cuda_check.hpp: DTNN_CUDA_CHECK and the others;
 // runtime::guarded turns the exception into a recorded task failure). Only compiled with DTNN_HAVE_CUDA. Bodies only
 // enqueue work on stream(): no cudaDeviceSynchronize, no cudaMalloc/cudaFree, no host waits. Errors that kernels hit
-// while they execute are not seen here: StarPU's driver aborts the process on them (docs/design.md, CUDA backend).
+// while they execute are not seen here: StarPU's driver aborts the process on them (docs/gpus.md, "CUDA errors").
 #pragma once
 
 #ifdef DTNN_HAVE_CUDA

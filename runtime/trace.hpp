@@ -61,7 +61,7 @@ class Tracer {
 // median, over the events that started at or after from_us, of start - previous end on the same CPU worker, for the
 // tasks whose ready_us is at or before that end (StarPU's pop, the previous task's termination and its successors'
 // pushes, the callbacks; not waiting for work). 0 without such a pair. `dtnn calibrate` records it and
-// `dtnn simulate` charges it before each simulated CPU task (docs/simulation.md, "Time between tasks").
+// `dtnn simulate` charges it before each simulated CPU task (docs/simulation.md, "What is modelled, and what is not").
 [[nodiscard]] double cpu_task_overhead_us(const std::vector<TraceEvent>& events, double from_us);
 
 }  // namespace dtnn::runtime

@@ -8,7 +8,7 @@
 #   scripts/build_starpu.sh [--cuda auto|on|off] [--maxbuffers N] [--simgrid] [--print-prefix]
 #
 #   --cuda auto    CUDA when nvcc is at $CUDA_HOME/bin/nvcc (default /usr/local/cuda); on requires it; off never
-#   --maxbuffers N STARPU_NMAXBUFS, the buffers one task may name (Debian's 8; default 8, see docs/design.md)
+#   --maxbuffers N STARPU_NMAXBUFS, the buffers one task may name (Debian's 8; default 8, see docs/building.md)
 #   --simgrid      the simulation variant (docs/simulation.md): StarPU's --enable-simgrid on Debian's
 #                  libsimgrid-dev (3.32), where codelets do not run and time is SimGrid's; no CUDA, FxT or MPI
 #   --print-prefix print the prefix these options build into, and build nothing

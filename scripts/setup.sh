@@ -13,7 +13,7 @@
 # $CUDA_HOME, default /usr/local/cuda), reused while its version and options are unchanged. Every
 # configuration below (CPU, CUDA, sanitizers) shares that one build; binaries load it through their RPATH.
 # `train`, `build` and `bench` on a machine without a GPU build it without CUDA: a CUDA StarPU links cudart,
-# cuBLAS and cuSPARSE, which every process then loads (~190 MiB resident, docs/design.md), GPU or not. `test`
+# cuBLAS and cuSPARSE, which every process then loads (~190 MiB resident, docs/building.md), GPU or not. `test`
 # keeps the CUDA one wherever nvcc exists, for build-cuda.
 # CUDA: with DTNN_CUDA=1, or when a GPU is present (DTNN_CUDA=auto, the default) and nvcc exists, dtnn is
 # configured with its CUDA codelets. DTNN_CUDA=0 never does (and its StarPU has no CUDA). `test` also builds the
@@ -49,7 +49,7 @@ fi
 if [ "$action" = test ] || [ "$action" = simgrid ]; then
   packages+=(libsimgrid-dev xz-utils)
 fi
-# Debian's own StarPU only for bench/fxt_overhead.sh, which compares dtnn built against it with our build.
+# Debian's own StarPU only for bench/fxt_overhead.py, which compares dtnn built against it with our build.
 if [ "$action" = bench ]; then
   packages+=(libdnnl-dev hdf5-tools libstarpu-dev python3-matplotlib)
 fi

@@ -124,9 +124,9 @@ TEST(CliTest, EveryListedSchedulerTrainsTheSameWeights) {
     // with 2 vCPUs, in main before this session's merges too: both workers spin in heteroprio_progress_accel
     // (archtype STARPU_MIC_WORKER) while the program waits for a task that never leaves the component. It ran in
     // the laboratory (simplecnn batch 64, resnet18, vgg16), which reports a hang as a row; here it would only hang
-    // the suite. Left out with a message until the cause is found (docs/design.md, Scheduling research).
+    // the suite. Left out with a message until the cause is found (docs/scheduling.md, Results).
     if (policy == "modular-heteroprio-heft") {
-      std::cout << "[ NOTE     ] " << policy << " left out: StarPU 1.3.10 livelock on this graph (docs/design.md)\n";
+      std::cout << "[ NOTE     ] " << policy << " left out: StarPU 1.3.10 livelock on this graph (docs/scheduling.md)\n";
       continue;
     }
     const fs::path report = temp_path("policy-" + policy + ".json");

@@ -57,7 +57,7 @@ TEST(BucketsTest, PolicyDecisionsMatchThePlan) {
   EXPECT_EQ(policy.end_step(), 1);
 }
 
-// The figures of docs/design.md: resnet18_cifar10 at 25 MiB with tail buckets sums 33, 8.9, 2.1, 0.59 and 0.01 MB.
+// The figures of docs/data-parallel.md: resnet18_cifar10 at 25 MiB with tail buckets sums 33, 8.9, 2.1, 0.59 and 0.01 MB.
 TEST(BucketsTest, Resnet18BucketsShrinkTowardsTheFirstLayers) {
   Sequential model = models::find("resnet18_cifar10").make();
   model.build({3, 32, 32}, 0);
