@@ -89,7 +89,7 @@ TEST(ReadmeTest, EveryProgramCommandRuns) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed (the README trains on it)";
   const std::vector<std::string> commands = shell_commands(fs::path(DTNN_SOURCE_DIR) / "README.md");
   const fs::path scratch = fs::temp_directory_path() / ("dtnn-readme-" + std::to_string(::getpid()));
-  fs::create_directories(scratch);
+  fs::create_directories(scratch / "build");  // the commands run from the clone's top, where build/ exists
   write_cifar10(scratch / "cifar10");
   int ran = 0;
   for (const std::string& command : commands) {
