@@ -354,6 +354,7 @@ void add_simulate_options(CLI::App* app, StepOptions& o) {
   add_scaled(app, "--bucket-mb", o.buckets.bytes_, kMiB, "size of a gradient bucket for the allreduce, MiB")
       ->check(CLI::PositiveNumber);
   app->add_option("--tail-buckets", o.buckets.tail_buckets_, "as dtnn train --tail-buckets")
+      ->type_name("INT")
       ->check(CLI::IsMember({0, 1}))
       ->default_str(o.buckets.tail_buckets_ ? "1" : "0");
   app->add_option("--worker-speeds", o.worker_speeds,

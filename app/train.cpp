@@ -60,25 +60,28 @@ struct TrainOptions {
   std::string fail_mode = "kill";
 };
 
-void add_train_options(CLI::App* app, TrainOptions& o) {
-  add_run_options(app, o.run, {o.fit.batch_size_, o.fit.tiles_, o.fit.loss_, o.fit.seed_});
-  app->add_option("--epochs", o.fit.epochs_, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  app->add_option("--steps-per-epoch", o.fit.steps_per_epoch_, "steps per epoch (0: the whole training set)")
-      ->check(CLI::NonNegativeNumber);
-  app->add_option("--optimizer", o.optimizer.name, "sgd, rmsprop, adam, adamw or nadam")
+// --optimizer, --lr and the optimizers' hyper-parameters (OptimizerConfig).
+void add_optimizer_options(CLI::App* app, OptimizerConfig& o) {
+  app->add_option("--optimizer", o.name, "sgd, rmsprop, adam, adamw or nadam")
       ->check(CLI::IsMember(optimizer_names(), CLI::ignore_case))
       ->capture_default_str();
-  app->add_option("--lr", o.optimizer.learning_rate, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  app->add_option("--momentum", o.optimizer.momentum, "momentum of sgd (default 0.9) and rmsprop (default 0)")
+  app->add_option("--lr", o.learning_rate, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--momentum", o.momentum, "momentum of sgd (default 0.9) and rmsprop (default 0)")
       ->check(CLI::Range(0.0f, 0.999999f));
-  app->add_option("--nesterov", o.optimizer.nesterov, "1: Nesterov momentum (sgd)")->check(CLI::Range(0, 1));
-  app->add_option("--weight-decay", o.optimizer.weight_decay, "L2 weight decay (decoupled for adamw)")
+  app->add_option("--nesterov", o.nesterov, "1: Nesterov momentum (sgd)")
+      ->type_name("INT")
+      ->check(CLI::Range(0, 1));
+  app->add_option("--weight-decay", o.weight_decay, "L2 weight decay (decoupled for adamw)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--beta1", o.optimizer.beta1, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
-  app->add_option("--beta2", o.optimizer.beta2, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
-  app->add_option("--eps", o.optimizer.eps, "rmsprop, adam, adamw, nadam")->check(CLI::PositiveNumber);
-  app->add_option("--alpha", o.optimizer.alpha, "rmsprop's smoothing constant (PyDTNN's rho)")
+  app->add_option("--beta1", o.beta1, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--beta2", o.beta2, "adam, adamw, nadam")->check(CLI::Range(0.0f, 0.999999f));
+  app->add_option("--eps", o.eps, "rmsprop, adam, adamw, nadam")->check(CLI::PositiveNumber);
+  app->add_option("--alpha", o.alpha, "rmsprop's smoothing constant (PyDTNN's rho)")
       ->check(CLI::Range(0.0f, 0.999999f));
+}
+
+// The augmentation, the validation set and the learning-rate schedules (FitOptions, ScheduleOptions).
+void add_schedule_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--label-smoothing", o.fit.label_smoothing_, "targets (1 - s) one-hot + s / classes")
       ->check(CLI::Range(0.0f, 0.999f));
   app->add_flag("--flip", o.fit.augment_.flip, "augmentation: random horizontal flips");
@@ -115,6 +118,10 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
       ->capture_default_str();
   app->add_option("--stop-at-loss", o.schedule.stop_at_loss_, "stop once the (validation) loss is at or below this");
   app->add_flag("--scale-lr", o.scale_lr, "multiply the learning rate by the number of ranks (linear scaling rule)");
+}
+
+// What a run writes besides its report: history, traces, the step's graph, checkpoints; and --resume, --no-test.
+void add_output_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--history", o.history, "per-epoch metrics, CSV or JSON by the file's extension");
   app->add_option("--trace", o.trace, "Chrome trace-event JSON of every task (opens in Perfetto)");
   app->add_option("--dag", o.dag, "one training step's task graph as JSON: tasks, dependencies, times, bounds");
@@ -130,6 +137,10 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--checkpoint-steps", o.checkpoint_steps, "also save every N steps")->check(CLI::NonNegativeNumber);
   app->add_option("--resume", o.resume, "continue from a checkpoint file, or from the newest in a directory");
   app->add_flag("--no-test", o.no_test, "skip the evaluation on the test set");
+}
+
+// Data parallelism under mpirun (DataParallelOptions), and the fault injection of the tests.
+void add_parallel_options(CLI::App* app, TrainOptions& o) {
   add_named(app, "--allreduce", o.parallel.mode_,
             {{"overlapped", runtime::AllreduceMode::kOverlapped}, {"blocking", runtime::AllreduceMode::kBlocking}},
             "MPI gradient reduction: overlapped (each bucket as soon as its gradients are final) or blocking (after "
@@ -151,6 +162,7 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--tail-buckets", o.parallel.buckets_.tail_buckets_,
                   "1: a bucket also closes at a layer boundary once it holds as much as the gradients still to come, "
                   "so the step's last reduction is small; 0: buckets close on size only (as DDP)")
+      ->type_name("INT")
       ->check(CLI::IsMember({0, 1}))
       ->default_str(o.parallel.buckets_.tail_buckets_ ? "1" : "0");
   app->add_option("--mpi-timeout", o.mpi_timeout,
@@ -166,6 +178,17 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--fail-mode", o.fail_mode, "fault injection (tests): kill or hang")
       ->check(CLI::IsMember({"kill", "hang"}))
       ->group("");
+}
+
+void add_train_options(CLI::App* app, TrainOptions& o) {
+  add_run_options(app, o.run, {o.fit.batch_size_, o.fit.tiles_, o.fit.loss_, o.fit.seed_});
+  app->add_option("--epochs", o.fit.epochs_, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--steps-per-epoch", o.fit.steps_per_epoch_, "steps per epoch (0: the whole training set)")
+      ->check(CLI::NonNegativeNumber);
+  add_optimizer_options(app, o.optimizer);
+  add_schedule_options(app, o);
+  add_output_options(app, o);
+  add_parallel_options(app, o);
 }
 
 // trace.json -> trace.rank1.json on rank 1 of a multi-rank run.
