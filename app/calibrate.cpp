@@ -35,7 +35,7 @@ int run_calibrate(StepOptions o) {
   const runtime::MachineFolder machine =
       runtime::MachineFolder::create(scratch.dir.empty() ? fs::path(o.folder) : scratch.dir);
   const fs::path dir = machine.dir();
-  runtime::use_machine_folder(dir, 1);
+  runtime::use_machine_folder(dir, runtime::MachineUse::kCalibrate);
   // Every task's duration goes into its model's history (without it, lws never measures).
   setenv("STARPU_CALIBRATE", "1", 1);
   nlohmann::json doc = runtime::read_machine_file(dir);

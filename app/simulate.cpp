@@ -173,7 +173,7 @@ void derive_target(const StepOptions& o, const fs::path& calibrated, ScratchFold
   if (t.cpus == 0 && t.cpu_speed == 1.0 && t.gpus == 0 && t.gpu_speed == 1.0 && !bus) return;
   derived.dir = fs::temp_directory_path() / fmt::format("dtnn-target-{}", ::getpid());
   runtime::derive_machine_folder(calibrated, derived.dir, t);
-  runtime::use_machine_folder(derived.dir, 0);
+  runtime::use_machine_folder(derived.dir, runtime::MachineUse::kSimulate);
   fmt::print("target machine: {} CPU cores at {} times the calibrated cores' speed{}{}\n",
              t.cpus > 0 ? fmt::format("{}", t.cpus) : "the calibrated machine's", t.cpu_speed,
              gpu ? fmt::format(", {} GPUs at {} times the calibrated GPU's speed",
@@ -231,7 +231,7 @@ void set_simgrid_environment(const StepOptions& o, double overhead_us) {
 int prepare_simulation(const SimulateOptions& given) {
   const runtime::MachineFolder folder = runtime::MachineFolder::open(given.steps.folder);
   const fs::path dir = folder.dir();
-  runtime::use_machine_folder(dir, 0);
+  runtime::use_machine_folder(dir, runtime::MachineUse::kSimulate);
   setenv(kSimulationMachine, fs::absolute(dir).c_str(), 1);
   const nlohmann::json machine = runtime::read_machine_file(dir);
   StepOptions o = given.steps;

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/machine_archive.hpp"
+
 namespace dtnn::runtime {
 
 // StarPU's STARPU_HOSTNAME in every machine folder: the suffix of its model files and bus files.
@@ -72,28 +74,12 @@ class MachineFolder {
   std::filesystem::path temporary_;  // the private folder an archive is extracted into (removed at the end)
 };
 
-// Bounds on what an archive may hold, checked from each member's header before it is extracted (and on the bytes
-// actually read): the largest calibration here is 110 KB, the largest model file 14 KB.
-inline constexpr std::int64_t kMaxMachineMember = std::int64_t{64} << 20;
-inline constexpr std::int64_t kMaxMachineArchive = std::int64_t{1} << 30;
-inline constexpr int kMaxMachineMembers = 100000;
-
-// A name MachineFolder::create packs into an archive: ends with .tar.xz, .txz, .tar.gz, .tgz or .tar.
-[[nodiscard]] bool is_machine_archive_name(const std::filesystem::path& path);
-
-// Extracts the machine archive `archive` into the folder `dir` (created; it must hold nothing of the archive's),
-// checked as MachineFolder says.
-void extract_machine_archive(const std::filesystem::path& archive, const std::filesystem::path& dir);
-// Packs the machine folder `dir` into `archive` (compressed by its name: is_machine_archive_name), reproducibly:
-// members sorted by name, no owner, time or mode but 0644. Written to a new file beside it, synced and renamed into
-// place, so that `archive` is never a partial one. DataError naming a file of `dir` outside the layout (a link, or
-// a file StarPU does not write) or a write that failed.
-void pack_machine_archive(const std::filesystem::path& dir, const std::filesystem::path& archive);
-
-// Points the next Engine at a machine folder (sets STARPU_HOME and STARPU_HOSTNAME for the process). creating 1
-// makes the folder (calibration); 0 requires it to hold a calibration, else throws InvalidArgument naming the
-// folder and what is missing (--machine).
-void use_machine_folder(const std::filesystem::path& dir, int creating);
+// What the next Engine does with a machine folder: calibrate into it (it is created where missing), or simulate on
+// it (it must hold a calibration).
+enum class MachineUse { kCalibrate, kSimulate };
+// Points the next Engine at a machine folder (sets STARPU_HOME and STARPU_HOSTNAME for the process). InvalidArgument
+// naming the folder when it cannot be created (--out), or is no folder or lacks a calibration (--machine).
+void use_machine_folder(const std::filesystem::path& dir, MachineUse use);
 
 // The CPU hosts of a machine folder's SimGrid platform: the most CPU workers a simulation on it can start.
 [[nodiscard]] int machine_cpus(const std::filesystem::path& dir);
