@@ -314,47 +314,33 @@ std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int ru
   return seconds;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "conv_layers: convgemm against im2col + sgemm, oneDNN and plain sgemm on the convolutions of "
-      "VGG16-CIFAR and ResNet-18-CIFAR, one core"};
+struct Args {
   bool quick = false;
   int runs = 5;
   int batch = 64;
   std::string json_file;
   std::string clock = "cpu";
-  app.add_option("--clock", clock, "cpu: CPU time of the thread (default); wall: elapsed time")
-      ->check(CLI::IsMember({"cpu", "wall"}));
   std::vector<std::string> only_passes;
-  app.add_option("--pass", only_passes, "measure only these passes (fwd, bwd_data, bwd_weights)")
-      ->check(CLI::IsMember({"fwd", "bwd_data", "bwd_weights"}));
   std::vector<std::string> only_layers;
-  app.add_option("--layer", only_layers, "measure only the layers whose name contains this text (repeatable)");
   std::string ukernel = "auto";
-  app.add_option("--ukernel", ukernel,
-                 "convgemm's micro-kernel: auto (its selection), blis, or one of its own this CPU runs");
-  app.add_flag("--quick", quick, "three layers at batch 8, for smoke-testing");
-  app.add_option("--runs", runs, "timed runs per measurement (median reported)")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "samples per call")->check(CLI::PositiveNumber);
-  app.add_option("--json", json_file, "also write every number to this file");
-  CLI11_PARSE(app, argc, argv);
-  g_wall_clock = clock == "wall";
+};
 
-  std::string blis_reason;
-  try {
-    blis_reason = configure_single_core();
-  } catch (const dtnn::InvalidArgument& e) {
-    fmt::print(stderr, "conv_layers: {}\n", e.what());
-    return 2;
-  }
-  try {
-    k::convgemm_force_ukernel(ukernel);
-  } catch (const dtnn::InvalidArgument& e) {
-    fmt::print(stderr, "conv_layers: --ukernel: {}\n", e.what());
-    return 2;
-  }
+void add_options(CLI::App& app, Args& a) {
+  app.add_option("--clock", a.clock, "cpu: CPU time of the thread (default); wall: elapsed time")
+      ->check(CLI::IsMember({"cpu", "wall"}));
+  app.add_option("--pass", a.only_passes, "measure only these passes (fwd, bwd_data, bwd_weights)")
+      ->check(CLI::IsMember({"fwd", "bwd_data", "bwd_weights"}));
+  app.add_option("--layer", a.only_layers, "measure only the layers whose name contains this text (repeatable)");
+  app.add_option("--ukernel", a.ukernel,
+                 "convgemm's micro-kernel: auto (its selection), blis, or one of its own this CPU runs");
+  app.add_flag("--quick", a.quick, "three layers at batch 8, for smoke-testing");
+  app.add_option("--runs", a.runs, "timed runs per measurement (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--batch", a.batch, "samples per call")->check(CLI::PositiveNumber);
+  app.add_option("--json", a.json_file, "also write every number to this file");
+}
+
+// Prints what runs the measurements (BLIS and its blocking, oneDNN) and returns it as the JSON document's header.
+nlohmann::json describe_libraries(const std::string& blis_reason, const Args& a) {
   const k::GemmBlocking blk = k::convgemm_blocking();
   const std::string arch = bli_arch_string(bli_arch_query_id());
   fmt::print("BLIS {}: {} ({}), sgemm micro-kernel {}x{}, KC {} MC {} NC {}, 1 thread\n", bli_info_get_version_str(),
@@ -370,131 +356,137 @@ int main(int argc, char** argv) {
              "OpenMP not linked: unknown number of"
 #endif
   );
-  if (const char* dnnl_isa = std::getenv("DNNL_MAX_CPU_ISA")) {
-    fmt::print("oneDNN capped by DNNL_MAX_CPU_ISA={}\n", dnnl_isa);
-  }
 #else
   fmt::print("oneDNN: not found\n");
 #endif
-
-  std::vector<Layer> layers = all_layers(quick ? 8 : batch);
-  if (quick) {
-    layers = {layers[1], layers[11], layers[8]};
-    batch = 8;
-  }
-  if (!only_layers.empty()) {
-    std::erase_if(layers, [&](const Layer& l) {
-      return std::none_of(only_layers.begin(), only_layers.end(),
-                          [&](const std::string& part) { return l.name.find(part) != std::string::npos; });
-    });
-  }
-  fmt::print("batch {}, median of {} runs after a warm-up, {} time; GFLOP/s (2 x multiply-adds of the pass)\n\n", batch,
-             runs, g_wall_clock ? "elapsed" : "thread CPU");
-  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>9} {:>9}  {:<13} {}\n",
-             "layer", "x", "pass", "convgemm", "im2col", "oneDNN", "sgemm", "cg/i2c", "cg/dnn", "cg/gemm", "winograd",
-             "wg/dnn", "ws cg KiB", "ws i2c KiB", "ukernel", "oneDNN impl");
-
   nlohmann::json doc;
   doc["blis"] = {{"version", bli_info_get_version_str()},
                  {"arch", arch},
                  {"reason", blis_reason},
                  {"blocking", {{"mr", blk.mr}, {"nr", blk.nr}, {"kc", blk.kc}, {"mc", blk.mc}, {"nc", blk.nc}}}};
   doc["onednn"] = onednn_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(onednn_version);
-  doc["batch"] = batch;
-  doc["runs"] = runs;
-  doc["clock"] = clock;
+  doc["runs"] = a.runs;
+  doc["clock"] = a.clock;
   doc["layers"] = nlohmann::json::array();
+  return doc;
+}
 
-  // ratio[pass][0..2]: convgemm over im2col, oneDNN, sgemm, one entry per layer.
-  std::vector<double> ratios[kPasses][3];
-  double weighted_seconds[kPasses][kImpls] = {};
-  double variant_seconds[kPasses] = {};
-  for (const Layer& layer : layers) {
-    const Conv2dShape& sh = layer.shape;
-    Tensors t(sh);
-#if DTNN_HAVE_ONEDNN
-    OneDnnConv dnn(sh, t);
-#endif
-    const std::size_t ws_cg = k::convgemm_workspace_bytes(sh);
-    const std::size_t ws_i2c = k::im2col_workspace_bytes(sh);
-    nlohmann::json jl = {{"name", layer.name},
-                         {"networks", layer.nets},
-                         {"multiplicity", layer.multiplicity},
-                         {"shape",
-                          {{"n", sh.n},
-                           {"c", sh.c},
-                           {"h", sh.h},
-                           {"w", sh.w},
-                           {"k", sh.k},
-                           {"r", sh.r},
-                           {"s", sh.s},
-                           {"stride", sh.stride_h},
-                           {"pad", sh.pad_top}}},
-                         {"gflop", sh.flops() * 1e-9},
-                         {"workspace_bytes", {{"convgemm", ws_cg}, {"im2col", ws_i2c}}}};
-    for (int p = 0; p < kPasses; ++p) {
-      if (!only_passes.empty() &&
-          std::find(only_passes.begin(), only_passes.end(), kPassNames[p]) == only_passes.end()) {
-        continue;
-      }
-      const auto pass = static_cast<Pass>(p);
-      std::function<void()> onednn;
-      std::string onednn_impl;
-#if DTNN_HAVE_ONEDNN
-      onednn = [&] { dnn.run(pass); };
-      onednn_impl = dnn.impl(pass);
-#endif
-      const std::vector<double> seconds = measure(sh, pass, t, runs, onednn);
-      double gflops[kImpls];
-      nlohmann::json jp;
-      for (int i = 0; i < kImpls; ++i) {
-        gflops[i] = sh.flops() / seconds[i] * 1e-9;
-        weighted_seconds[p][i] += layer.multiplicity * seconds[i];
-        jp["seconds"][kImplNames[i]] = std::isfinite(seconds[i]) ? nlohmann::json(seconds[i]) : nullptr;
-        jp["gflops"][kImplNames[i]] = std::isfinite(gflops[i]) ? nlohmann::json(gflops[i]) : nullptr;
-      }
-      const double r[3] = {gflops[kConvgemm] / gflops[kIm2col], gflops[kConvgemm] / gflops[kOneDnn],
-                           gflops[kConvgemm] / gflops[kSgemm]};
-      for (int j = 0; j < 3; ++j) {
-        ratios[p][j].push_back(r[j]);
-      }
-      const GemmDims d = gemm_dims(sh, pass);
-      jp["gemm"] = {{"m", d.m}, {"n", d.n}, {"k", d.k}};
-      jp["onednn_impl"] = onednn_impl;
-      const std::string used = k::convgemm_ukernel(sh, static_cast<k::ConvPass>(p));
-      jp["ukernel"] = used;
-      jl["passes"][kPassNames[p]] = jp;
-      // Winograd's GFLOP/s are effective: the direct convolution's flops over its time.
-      fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9.1f} {:>7.2f} "
-                 "{:>9} {:>9}  {:<13} {}\n",
-                 layer.name, layer.multiplicity, kPassNames[p], gflops[kConvgemm], gflops[kIm2col], gflops[kOneDnn],
-                 gflops[kSgemm], r[0], r[1], r[2], gflops[kWinograd], gflops[kWinograd] / gflops[kOneDnn],
-                 ws_cg / 1024, ws_i2c / 1024, used, onednn_impl);
-      // The winograd variant of a network: Winograd where it serves, convgemm elsewhere.
-      variant_seconds[p] += layer.multiplicity * (std::isfinite(seconds[kWinograd]) ? seconds[kWinograd]
-                                                                                    : seconds[kConvgemm]);
-      std::fflush(stdout);
-    }
-    doc["layers"].push_back(jl);
+// The layers to measure: all of them, the three of --quick, or those --layer names.
+std::vector<Layer> selected_layers(Args& a) {
+  std::vector<Layer> layers = all_layers(a.quick ? 8 : a.batch);
+  if (a.quick) {
+    layers = {layers[1], layers[11], layers[8]};
+    a.batch = 8;
   }
+  if (!a.only_layers.empty()) {
+    std::erase_if(layers, [&](const Layer& l) {
+      return std::none_of(a.only_layers.begin(), a.only_layers.end(),
+                          [&](const std::string& part) { return l.name.find(part) != std::string::npos; });
+    });
+  }
+  return layers;
+}
 
-  // Goals of the convgemm issue: >= 0.95x im2col, >= 1.0x oneDNN, >= 0.70x sgemm (medians of per-layer ratios).
+// What the layers' measurements add up to.
+struct Totals {
+  std::vector<double> ratios[kPasses][3];            // per layer: convgemm over im2col, oneDNN, sgemm
+  double weighted_seconds[kPasses][kImpls] = {};     // each layer's time x its multiplicity
+  double variant_seconds[kPasses] = {};              // the same for --conv winograd (convgemm where it does not serve)
+};
+
+nlohmann::json layer_json(const Layer& layer) {
+  const Conv2dShape& sh = layer.shape;
+  return {{"name", layer.name},
+          {"networks", layer.nets},
+          {"multiplicity", layer.multiplicity},
+          {"shape",
+           {{"n", sh.n},
+            {"c", sh.c},
+            {"h", sh.h},
+            {"w", sh.w},
+            {"k", sh.k},
+            {"r", sh.r},
+            {"s", sh.s},
+            {"stride", sh.stride_h},
+            {"pad", sh.pad_top}}},
+          {"gflop", sh.flops() * 1e-9},
+          {"workspace_bytes",
+           {{"convgemm", k::convgemm_workspace_bytes(sh)}, {"im2col", k::im2col_workspace_bytes(sh)}}}};
+}
+
+// Measures every pass of one layer asked for: prints a row each, adds them to the totals, returns the layer's JSON.
+nlohmann::json measure_layer(const Layer& layer, const Args& a, Totals& totals) {
+  const Conv2dShape& sh = layer.shape;
+  Tensors t(sh);
+#if DTNN_HAVE_ONEDNN
+  OneDnnConv dnn(sh, t);
+#endif
+  nlohmann::json jl = layer_json(layer);
+  for (int p = 0; p < kPasses; ++p) {
+    if (!a.only_passes.empty() &&
+        std::find(a.only_passes.begin(), a.only_passes.end(), kPassNames[p]) == a.only_passes.end()) {
+      continue;
+    }
+    const auto pass = static_cast<Pass>(p);
+    std::function<void()> onednn;
+    std::string onednn_impl;
+#if DTNN_HAVE_ONEDNN
+    onednn = [&] { dnn.run(pass); };
+    onednn_impl = dnn.impl(pass);
+#endif
+    const std::vector<double> seconds = measure(sh, pass, t, a.runs, onednn);
+    double gflops[kImpls];
+    nlohmann::json jp;
+    for (int i = 0; i < kImpls; ++i) {
+      gflops[i] = sh.flops() / seconds[i] * 1e-9;
+      totals.weighted_seconds[p][i] += layer.multiplicity * seconds[i];
+      jp["seconds"][kImplNames[i]] = std::isfinite(seconds[i]) ? nlohmann::json(seconds[i]) : nullptr;
+      jp["gflops"][kImplNames[i]] = std::isfinite(gflops[i]) ? nlohmann::json(gflops[i]) : nullptr;
+    }
+    const double r[3] = {gflops[kConvgemm] / gflops[kIm2col], gflops[kConvgemm] / gflops[kOneDnn],
+                         gflops[kConvgemm] / gflops[kSgemm]};
+    for (int j = 0; j < 3; ++j) {
+      totals.ratios[p][j].push_back(r[j]);
+    }
+    const GemmDims d = gemm_dims(sh, pass);
+    jp["gemm"] = {{"m", d.m}, {"n", d.n}, {"k", d.k}};
+    jp["onednn_impl"] = onednn_impl;
+    const std::string used = k::convgemm_ukernel(sh, static_cast<k::ConvPass>(p));
+    jp["ukernel"] = used;
+    jl["passes"][kPassNames[p]] = jp;
+    // Winograd's GFLOP/s are effective: the direct convolution's flops over its time.
+    fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9.1f} {:>7.2f} "
+               "{:>9} {:>9}  {:<13} {}\n",
+               layer.name, layer.multiplicity, kPassNames[p], gflops[kConvgemm], gflops[kIm2col], gflops[kOneDnn],
+               gflops[kSgemm], r[0], r[1], r[2], gflops[kWinograd], gflops[kWinograd] / gflops[kOneDnn],
+               k::convgemm_workspace_bytes(sh) / 1024, k::im2col_workspace_bytes(sh) / 1024, used, onednn_impl);
+    // The winograd variant of a network: Winograd where it serves, convgemm elsewhere.
+    totals.variant_seconds[p] +=
+        layer.multiplicity * (std::isfinite(seconds[kWinograd]) ? seconds[kWinograd] : seconds[kConvgemm]);
+    std::fflush(stdout);
+  }
+  return jl;
+}
+
+// The goals of the convgemm issue (>= 0.95x im2col, >= 1.0x oneDNN, >= 0.70x sgemm, medians of per-layer ratios)
+// and the network totals of --conv winograd, printed and added to the document.
+void summarize(const Totals& totals, std::size_t layers, nlohmann::json& doc) {
   const double goal[3] = {0.95, 1.0, 0.70};
   const char* const goal_names[3] = {"convgemm/im2col", "convgemm/oneDNN", "convgemm/sgemm"};
   fmt::print(
       "\nmedian over the {} layers of the per-layer ratio (goal), and the ratio of network totals "
       "(each layer weighted by its multiplicity)\n",
-      layers.size());
+      layers);
   fmt::print("{:<12} {:>22} {:>22} {:>22}\n", "pass", goal_names[0], goal_names[1], goal_names[2]);
   const int versus[3] = {kIm2col, kOneDnn, kSgemm};
   for (int p = 0; p < kPasses; ++p) {
-    if (ratios[p][0].empty()) {
+    if (totals.ratios[p][0].empty()) {
       continue;
     }
     std::string row = fmt::format("{:<12}", kPassNames[p]);
     for (int j = 0; j < 3; ++j) {
-      const double med = median(ratios[p][j]);
-      const double total = weighted_seconds[p][versus[j]] / weighted_seconds[p][kConvgemm];
+      const double med = median(totals.ratios[p][j]);
+      const double total = totals.weighted_seconds[p][versus[j]] / totals.weighted_seconds[p][kConvgemm];
       const char* verdict = std::isnan(med) ? "n/a" : med >= goal[j] ? "met" : "MISSED";
       row += fmt::format(" {:>5.2f} ({:.2f}) {:<6} {:>5.2f}", med, goal[j], verdict, total);
       doc["medians"][kPassNames[p]][goal_names[j]] = {
@@ -508,25 +500,55 @@ int main(int argc, char** argv) {
   fmt::print("\nnetwork totals of --conv winograd (Winograd where it serves, convgemm elsewhere): oneDNN / winograd, "
              "convgemm / winograd\n");
   for (int p = 0; p < kPasses; ++p) {
-    if (variant_seconds[p] <= 0.0) {
+    if (totals.variant_seconds[p] <= 0.0) {
       continue;
     }
-    const double vs_dnn = weighted_seconds[p][kOneDnn] / variant_seconds[p];
-    const double vs_cg = weighted_seconds[p][kConvgemm] / variant_seconds[p];
+    const double vs_dnn = totals.weighted_seconds[p][kOneDnn] / totals.variant_seconds[p];
+    const double vs_cg = totals.weighted_seconds[p][kConvgemm] / totals.variant_seconds[p];
     fmt::print("{:<12} {:>5.2f} {:>5.2f}\n", kPassNames[p], vs_dnn, vs_cg);
     doc["winograd_variant"][kPassNames[p]] = {
         {"onednn_over_variant", std::isfinite(vs_dnn) ? nlohmann::json(vs_dnn) : nullptr},
         {"convgemm_over_variant", vs_cg}};
   }
+}
 
-  if (!json_file.empty()) {
-    std::ofstream out(json_file);
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "conv_layers: convgemm against im2col + sgemm, oneDNN and plain sgemm on the convolutions of "
+      "VGG16-CIFAR and ResNet-18-CIFAR, one core"};
+  Args a;
+  add_options(app, a);
+  CLI11_PARSE(app, argc, argv);
+  g_wall_clock = a.clock == "wall";
+
+  const std::string blis_reason = configure_single_core();
+  try {
+    k::convgemm_force_ukernel(a.ukernel);
+  } catch (const dtnn::InvalidArgument& e) {
+    fmt::print(stderr, "conv_layers: --ukernel: {}\n", e.what());
+    return 2;
+  }
+  nlohmann::json doc = describe_libraries(blis_reason, a);
+  const std::vector<Layer> layers = selected_layers(a);
+  doc["batch"] = a.batch;  // --quick's 8
+  fmt::print("batch {}, median of {} runs after a warm-up, {} time; GFLOP/s (2 x multiply-adds of the pass)\n\n",
+             a.batch, a.runs, g_wall_clock ? "elapsed" : "thread CPU");
+  fmt::print("{:<24} {:>3} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>9} {:>7} {:>9} {:>9}  {:<13} {}\n",
+             "layer", "x", "pass", "convgemm", "im2col", "oneDNN", "sgemm", "cg/i2c", "cg/dnn", "cg/gemm", "winograd",
+             "wg/dnn", "ws cg KiB", "ws i2c KiB", "ukernel", "oneDNN impl");
+  Totals totals;
+  for (const Layer& layer : layers) doc["layers"].push_back(measure_layer(layer, a, totals));
+  summarize(totals, layers.size(), doc);
+  if (!a.json_file.empty()) {
+    std::ofstream out(a.json_file);
     out << doc.dump(2) << '\n';
     if (!out) {
-      fmt::print(stderr, "conv_layers: cannot write {}\n", json_file);
+      fmt::print(stderr, "conv_layers: cannot write {}\n", a.json_file);
       return 1;
     }
-    fmt::print("\nwrote {}\n", json_file);
+    fmt::print("\nwrote {}\n", a.json_file);
   }
   return 0;
 }

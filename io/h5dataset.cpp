@@ -312,6 +312,47 @@ void check_storage(const h5::Dataset& d, std::int64_t logical_bytes, std::int64_
   }
 }
 
+// The chunk cache of the images of a split read `chunks_per_read` chunks of `chunk_bytes` at a time: room for them
+// (at least 1 MiB), and a prime number of hash slots, about 100 per chunk it holds (HDF5's advice), capped because
+// tiny chunks in a 1 MiB cache would otherwise ask for millions of slots.
+h5::ChunkCache images_cache(std::int64_t chunk_bytes, std::int64_t chunks_per_read) {
+  h5::ChunkCache cache;
+  cache.bytes = std::max<std::int64_t>(chunk_bytes * chunks_per_read, std::int64_t{1} << 20);
+  const std::int64_t chunks_in_cache =
+      std::min<std::int64_t>(cache.bytes / std::max<std::int64_t>(chunk_bytes, 1), 1000);
+  std::int64_t slots = std::max<std::int64_t>(521, 100 * chunks_in_cache);
+  const auto is_prime = [](std::int64_t v) {
+    for (std::int64_t d = 2; d * d <= v; ++d) {
+      if (v % d == 0) {
+        return false;
+      }
+    }
+    return true;
+  };
+  while (!is_prime(slots)) {
+    ++slots;
+  }
+  cache.slots = slots;
+  return cache;
+}
+
+// A split's labels: integers, one per image of its n.
+h5::Dataset open_labels(const h5::Group& group, std::int64_t n) {
+  h5::Dataset labels = group.open_dataset("labels");
+  const h5::DType label_type = labels.dtype();
+  if (label_type == h5::DType::kString || label_type == h5::DType::kOther || label_type == h5::DType::kFloat32 ||
+      label_type == h5::DType::kFloat64) {
+    labels.fail(fmt::format("dtype expected an integer type, got {}", h5::to_string(label_type)));
+  }
+  const std::vector<std::int64_t> label_shape = labels.shape();
+  if (label_shape.size() != 1 || label_shape[0] != n) {
+    labels.fail(fmt::format("shape expected [{}] (one label per image), got {}", n, h5::shape_to_string(label_shape)));
+  }
+  const std::vector<std::int64_t> label_chunk = labels.chunk();
+  check_storage(labels, n, label_chunk.empty() ? 0 : label_chunk[0] * 8);
+  return labels;
+}
+
 OpenSplit open_split(const fs::path& path, std::string_view split, std::int64_t samples_per_read) {
   h5::File file = h5::File::open(path, h5::FileMode::kReadOnly);
   H5DatasetInfo info = read_info(file);
@@ -363,42 +404,10 @@ OpenSplit open_split(const fs::path& path, std::string_view split, std::int64_t 
   }
 
   const std::int64_t k = chunk.empty() ? 1 : std::max<std::int64_t>(chunk[0], 1);
-  const std::int64_t chunks_per_read = (samples_per_read + k - 1) / k + 1;
   const std::int64_t chunk_bytes = k * sample_bytes;
-  h5::ChunkCache cache;
-  cache.bytes = std::max<std::int64_t>(chunk_bytes * chunks_per_read, std::int64_t{1} << 20);
-  // HDF5 advises a prime number of hash slots, about 100 per chunk the cache holds; capped because tiny
-  // chunks in a 1 MiB cache would otherwise ask for millions of slots.
-  const std::int64_t chunks_in_cache =
-      std::min<std::int64_t>(cache.bytes / std::max<std::int64_t>(chunk_bytes, 1), 1000);
-  std::int64_t slots = std::max<std::int64_t>(521, 100 * chunks_in_cache);
-  const auto is_prime = [](std::int64_t v) {
-    for (std::int64_t d = 2; d * d <= v; ++d) {
-      if (v % d == 0) {
-        return false;
-      }
-    }
-    return true;
-  };
-  while (!is_prime(slots)) {
-    ++slots;
-  }
-  cache.slots = slots;
-
-  h5::Dataset images = group.open_dataset("images", cache);
+  h5::Dataset images = group.open_dataset("images", images_cache(chunk_bytes, (samples_per_read + k - 1) / k + 1));
   check_storage(images, n * sample_bytes, chunk_bytes);
-  h5::Dataset labels = group.open_dataset("labels");
-  const h5::DType label_type = labels.dtype();
-  if (label_type == h5::DType::kString || label_type == h5::DType::kOther || label_type == h5::DType::kFloat32 ||
-      label_type == h5::DType::kFloat64) {
-    labels.fail(fmt::format("dtype expected an integer type, got {}", h5::to_string(label_type)));
-  }
-  const std::vector<std::int64_t> label_shape = labels.shape();
-  if (label_shape.size() != 1 || label_shape[0] != n) {
-    labels.fail(fmt::format("shape expected [{}] (one label per image), got {}", n, h5::shape_to_string(label_shape)));
-  }
-  const std::vector<std::int64_t> label_chunk = labels.chunk();
-  check_storage(labels, n, label_chunk.empty() ? 0 : label_chunk[0] * 8);
+  h5::Dataset labels = open_labels(group, n);
   return {std::move(file), std::move(images), std::move(labels), std::move(info), g, n, k};
 }
 

@@ -208,6 +208,41 @@ void Block::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   discard_outputs();
 }
 
+const Tensor* Block::backward_path(std::size_t p, const Tensor& x, const Tensor& y, const Tensor* g, bool need_dx,
+                                   bool masked_in_tasks, const PassContext& ctx) {
+  auto& layers = paths_[p].layers_;
+  const Tensor* path_dy = g;
+  for (std::size_t i = layers.size(); i-- > 0;) {
+    if (layers[i].second->absorbed()) continue;
+    const Tensor& in = i > 0 ? activation(x, p, i - 1) : x;
+    Tensor* g_in = nullptr;
+    if (i > 0) {
+      g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles(), x.storage());
+    } else if (need_dx) {
+      g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles(), x.storage());
+    }
+    const std::size_t end = group_end(p, i);
+    if (static_cast<int>(p) == fused_path_ && end == layers.size()) {
+      // The fused BatchNorm: its output is the block's.
+      auto& bn = static_cast<BatchNorm2d&>(*layers[i].second);
+      if (masked_in_tasks) {
+        bn.backward_masked(in, y, *g, g_in, ctx);
+      } else {
+        bn.backward(in, y, *g, g_in, ctx);
+      }
+    } else {
+      Tensor& out = activation(x, p, end - 1);
+      layers[i].second->backward(in, out, *g, g_in, ctx);
+      // This layer and the one after it (whose backward came before) were the output's last readers.
+      out.discard();
+    }
+    // The gradient between two layers of the path dies with the backward pass that reads it.
+    if (g != path_dy) g->discard();
+    g = g_in;
+  }
+  return g;
+}
+
 void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   const std::int64_t n = x.shape()[0];
   const codelets::TaskTag tag{name(), ctx.priority + 1};
@@ -225,7 +260,7 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   // The fused ReLU after the sum: with a fused BatchNorm and an identity other path, the BatchNorm masks dy in its
   // own tasks and the identity's masked share joins dx in the task that adds the paths (no masked tensor); otherwise
   // the masked gradient is formed once and every path reads it.
-  const int masked_in_tasks =
+  const bool masked_in_tasks =
       relu_ && fused_path_ >= 0 && paths_[static_cast<std::size_t>(1 - fused_path_)].layers_.empty();
   if (relu_ && !masked_in_tasks) {
     Tensor& masked = scratch(x, slot_id(kMaskedGradient, 0, 0), dy.shape(), dy.tiles(), x.storage());
@@ -234,36 +269,7 @@ void Block::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   }
   std::vector<const Tensor*> contributions;
   for (std::size_t p = 0; p < paths_.size(); ++p) {
-    auto& layers = paths_[p].layers_;
-    const Tensor* g = path_dy[p];
-    for (std::size_t i = layers.size(); i-- > 0;) {
-      if (layers[i].second->absorbed()) continue;
-      const Tensor& in = i > 0 ? activation(x, p, i - 1) : x;
-      Tensor* g_in = nullptr;
-      if (i > 0) {
-        g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles(), x.storage());
-      } else if (dx != nullptr) {
-        g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles(), x.storage());
-      }
-      const std::size_t end = group_end(p, i);
-      if (static_cast<int>(p) == fused_path_ && end == layers.size()) {
-        // The fused BatchNorm: its output is the block's.
-        auto& bn = static_cast<BatchNorm2d&>(*layers[i].second);
-        if (masked_in_tasks) {
-          bn.backward_masked(in, y, *g, g_in, ctx);
-        } else {
-          bn.backward(in, y, *g, g_in, ctx);
-        }
-      } else {
-        Tensor& out = activation(x, p, end - 1);
-        layers[i].second->backward(in, out, *g, g_in, ctx);
-        // This layer and the one after it (whose backward came before) were the output's last readers.
-        out.discard();
-      }
-      // The gradient between two layers of the path dies with the backward pass that reads it.
-      if (g != path_dy[p]) g->discard();
-      g = g_in;
-    }
+    const Tensor* g = backward_path(p, x, y, path_dy[p], dx != nullptr, masked_in_tasks, ctx);
     if (dx != nullptr) contributions.push_back(g);
   }
   // The gradients that the paths read (dy's slices, or dy through the fused ReLU) and the paths' input gradients

@@ -92,6 +92,11 @@ class Block : public Layer {
   Tensor& activation(const Tensor& x, std::size_t p, std::size_t i);
   // Past the layers that layer i of path p absorbed (Layer::fuse_relu): its group's output is activation(end - 1).
   [[nodiscard]] std::size_t group_end(std::size_t p, std::size_t i) const;
+  // Submits the backward passes of path p's layers, last first, from the gradient g of its output; returns the
+  // gradient of its input (null when the block's input needs none). masked_in_tasks: the fused BatchNorm masks g
+  // by the block's ReLU in its own tasks (backward_masked).
+  const Tensor* backward_path(std::size_t p, const Tensor& x, const Tensor& y, const Tensor* g, bool need_dx,
+                              bool masked_in_tasks, const PassContext& ctx);
   static Shape batched(std::int64_t n, const Shape& sample);
 
   Merge merge_;
