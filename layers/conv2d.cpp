@@ -5,7 +5,6 @@
 
 #include "codelets/conv2d.hpp"
 #include "codelets/cpu/winograd.hpp"
-#include "codelets/relu.hpp"
 #include "layers/init.hpp"
 #include "runtime/codelet.hpp"
 #include "core/errors.hpp"
@@ -195,13 +194,8 @@ void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
 void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   const codelets::TaskTag data_tag{name(), ctx.priority + 1};
   const codelets::TaskTag weights_tag{name(), ctx.priority};
-  const Tensor* g = &dy;
-  if (options_.relu_) {
-    // The fused ReLU's backward: the gradient of the convolution's output is dy where y > 0.
-    Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles(), dy.storage());
-    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(data_tag, y, dy, masked, t);
-    g = &masked;
-  }
+  // The fused ReLU's backward: the gradient of the convolution's output is dy where y > 0.
+  const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
       codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t), shape_, *g, weight_->value, *dx, t);

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "codelets/dense.hpp"
-#include "codelets/relu.hpp"
 #include "layers/init.hpp"
 #include "core/errors.hpp"
 
@@ -56,13 +55,8 @@ void Dense::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
 void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   const codelets::TaskTag data_tag{name(), ctx.priority + 1};
   const codelets::TaskTag weights_tag{name(), ctx.priority};
-  const Tensor* g = &dy;
-  if (options_.relu_) {
-    // The fused ReLU's backward: the gradient of the product is dy where y > 0.
-    Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles(), dy.storage());
-    for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data(data_tag, y, dy, masked, t);
-    g = &masked;
-  }
+  // The fused ReLU's backward: the gradient of the product is dy where y > 0.
+  const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
       codelets::submit_dense_bwd_data(data_tag, *g, weight_->value, *dx, t);

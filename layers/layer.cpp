@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "layers/layer.hpp"
 
+#include "codelets/relu.hpp"
 #include "codelets/tile_sum.hpp"
 
 namespace dtnn {
@@ -91,6 +92,14 @@ Parameter& Layer::add_parameter(std::string name, Shape shape) {
   p->grad = Tensor(shape, 1, Storage::kTransient);
   params_.push_back(std::move(p));
   return *params_.back();
+}
+
+const Tensor& Layer::before_fused_relu(bool relu_fused, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                       int priority) {
+  if (!relu_fused) return dy;
+  Tensor& masked = scratch(x, 0, dy.shape(), dy.tiles(), dy.storage());
+  for (int t = 0; t < dy.tiles(); ++t) codelets::submit_relu_bwd_data({name(), priority}, y, dy, masked, t);
+  return masked;
 }
 
 void Layer::submit_gradient_sums(int used_tiles, const PassContext& ctx) {

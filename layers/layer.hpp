@@ -106,6 +106,10 @@ class Layer {
   Tensor& scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage = Storage::kOwned);
   // Sums the tile partials of every parameter into its gradient (after the bwd_weights tasks).
   void submit_gradient_sums(int used_tiles, const PassContext& ctx);
+  // The gradient of what a layer computes before the ReLU fused into it (fuse_relu): dy where y > 0, in x's
+  // scratch tensor 0, submitted at `priority`; dy itself when relu_fused is false. A layer discards the masked one
+  // after its last reader.
+  const Tensor& before_fused_relu(bool relu_fused, const Tensor& x, const Tensor& y, const Tensor& dy, int priority);
   // Builds and records the shapes; subclasses call it at the end of build().
   Shape record_shapes(const Shape& in, Shape out);
 
