@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The replaceable global operator new of test_io: it records the largest request, then allocates as the default
-// one does (libstdc++'s array and nothrow forms call this one).
+// one does.
 #include "io/largest_allocation.hpp"
 
 #include <atomic>
@@ -32,5 +32,20 @@ void* operator new(std::size_t size) {
   }
 }
 
+// The other forms (but the aligned ones, which io never uses) through the one above, so that a sanitizer's own
+// operator new never allocates what this delete frees.
+void* operator new[](std::size_t size) { return ::operator new(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept { return ::operator new(size, tag); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
