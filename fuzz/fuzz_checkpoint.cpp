@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Checkpoints (io/checkpoint.cpp: load_checkpoint, and check_against, which lists what does not match a model).
 // The seeds (fuzz/corpus/checkpoint) are files of save_checkpoint, in HDF5's newest format, whose metadata HDF5
-// checksums; others hold the same checkpoints in its oldest format, as h5py writes them by default.
+// checksums, as every writer of checkpoints writes them (tools/pytorch_to_checkpoint.py too).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -5,8 +5,8 @@
 # (fuzz/corpus/<harness>), one after the other, and prints a table: harness, seconds, executions, crashes.
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]     e.g. scripts/fuzz.sh 300 idx checkpoint
 # Harnesses: idx cifar h5dataset checkpoint machine_folder machine_archive options (all by default).
-# A run stops at its first finding (a crash, a sanitizer report, a leak, an input slower than 10 s, an allocation
-# over 128 MB or 2 GB resident), which libFuzzer writes to build-fuzz/findings/<harness>/ (crash-*, leak-*,
+# A run stops at its first finding (a crash, a sanitizer report, a leak, an input slower than 10 s, one allocation
+# of ours over 128 MB, 2 GB resident), which libFuzzer writes to build-fuzz/findings/<harness>/ (crash-*, leak-*,
 # timeout-*, oom-*); reproduce it with build-fuzz/bin/fuzz_<harness> FILE. The inputs a run found new coverage with
 # stay in build-fuzz/corpus/<harness>, where the next run starts. Exit status 1 when a harness found something.
 # Needs clang-14 and libclang-rt-14-dev (scripts/setup.sh test installs them); StarPU: $DTNN_STARPU_PREFIX, else
@@ -56,11 +56,15 @@ for h in "${harnesses[@]}"; do
   # Inputs as long as the longest seed (at least libFuzzer's default 4096 bytes): a longer seed would be cut.
   longest="$(find "$here/fuzz/corpus/$h" -type f -printf '%s\n' | sort -n | tail -n 1)"
   max_len=$(( ${longest:-0} > 4096 ? longest : 4096 ))
+  # One allocation of 128 MB is already far more than these small inputs can justify; the HDF5 harnesses keep that
+  # limit on our allocations themselves, and libhdf5's are left to fail as they do outside (fuzz/fuzz_hdf5.hpp).
+  malloc_limit=128
+  case "$h" in h5dataset|checkpoint) malloc_limit=1048576 ;; esac
   start=$(date +%s)
   rc=0
   # No -ignore_crashes, no dictionary: a run stops at what it finds.
   TMPDIR="$scratch" "$build/bin/fuzz_$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -malloc_limit_mb=128 -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$here/fuzz/corpus/$h" \
+    -malloc_limit_mb="$malloc_limit" -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$here/fuzz/corpus/$h" \
     >"$log" 2>&1 || rc=$?
   took=$(( $(date +%s) - start ))
   runs="$(awk '/stat::number_of_executed_units:/ {print $2}' "$log" | tail -n 1)"
