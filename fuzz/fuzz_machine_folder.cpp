@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The files of a machine folder that dtnn reads itself when `dtnn simulate` runs on it (runtime/machine.cpp):
-// machine.json (read_machine_file), the SimGrid platform (its hosts counted by machine_cpus and machine_gpus, its
-// GPU 0 read for a derived machine), the bus bandwidth and latency files and the performance models (scaled for a
-// derived machine: derive_machine_folder). An input is one byte choosing the file, then that file's bytes; the
+// machine.json (read_machine_file, and what the program reads of it), the SimGrid platform (its hosts counted by
+// machine_cpus and machine_gpus, its GPU 0 read for a derived machine), the bus bandwidth and latency files and the
+// performance models (scaled for a derived machine: derive_machine_folder). An input is one byte choosing the file, then that file's bytes; the
 // other files are those of a small valid GPU calibration (below), so that each reader is reached.
 #include <array>
 #include <cstddef>
@@ -78,6 +78,23 @@ const std::array<File, 5> kFiles = {{
     {"starpu/.starpu/sampling/codelets/45/dense_fwd.dtnn-machine", kModel},
 }};
 
+// What dtnn simulate and dtnn calibrate read of a machine description read_machine_file accepted, as they read it
+// (app/simulate.cpp: simulated_conv, calibrated_overhead_us, prepare_simulation; app/calibrate.cpp appends a
+// calibration): none of it may throw.
+void read_as_the_program_does(nlohmann::json doc) {
+  (void)doc.value("cpu", std::string("?"));
+  for (const auto& c : doc.value("calibrations", nlohmann::json::array())) {
+    (void)c.value("model", "");
+    (void)c.value("batch_size", 0);
+    (void)c.value("tiles", 0);
+    (void)c.value("fusion", "");
+    (void)c.value("conv", "");
+    (void)c.value("device", std::string("cpu"));
+    if (c.contains("cpu_task_overhead_us")) (void)c.at("cpu_task_overhead_us").get<double>();
+  }
+  doc["calibrations"].push_back(nlohmann::json::object());
+}
+
 void write_text(const fs::path& file, const std::string& text) {
   fs::create_directories(file.parent_path());
   dtnn::fuzz::write_file(file, reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
@@ -105,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int gpus = runtime::machine_gpus(dir);
   fuzz::require(cpus >= 0 && gpus >= 0, "machine folder: host counts >= 0");
   try {
-    (void)runtime::read_machine_file(dir);
+    read_as_the_program_does(runtime::read_machine_file(dir));
   } catch (const DataError&) {
   }
   // A machine of 3 cores twice as fast and 2 GPUs three times as fast: every file above is read.

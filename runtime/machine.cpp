@@ -180,14 +180,51 @@ int count_hosts(const fs::path& dir, const std::string& kind) {
 int machine_cpus(const fs::path& dir) { return count_hosts(dir, "CPU"); }
 int machine_gpus(const fs::path& dir) { return count_hosts(dir, "CUDA"); }
 
-nlohmann::json read_machine_file(const fs::path& dir) {
-  std::ifstream in(dir / "machine.json");
-  if (!in) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(fmt::format("{}: not a machine description ({})", (dir / "machine.json").string(), e.what()));
+namespace {
+
+// The fields of machine.json that dtnn reads back (app/simulate.cpp, app/calibrate.cpp) have the types it reads them
+// as; the rest is what calibrate records for people. DataError naming the file and the field otherwise, rather than
+// nlohmann::json's type_error, which names neither.
+void check_machine_file(const fs::path& file, const nlohmann::json& doc) {
+  const auto fail = [&](const std::string& field, const char* expected, const nlohmann::json& got) {
+    throw DataError(fmt::format("{}: {}: expected {}, got {}, not a machine description", file.string(), field,
+                                expected, got.type_name()));
+  };
+  if (!doc.is_object()) fail("the document", "an object", doc);
+  if (doc.contains("cpu") && !doc["cpu"].is_string()) fail("cpu", "a string", doc["cpu"]);
+  if (!doc.contains("calibrations")) return;
+  const nlohmann::json& rows = doc["calibrations"];
+  if (!rows.is_array()) fail("calibrations", "an array", rows);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& row = rows[i];
+    const std::string where = fmt::format("calibrations[{}]", i);
+    if (!row.is_object()) fail(where, "an object", row);
+    for (const char* key : {"model", "conv", "fusion", "device"}) {
+      if (row.contains(key) && !row[key].is_string()) fail(where + "." + key, "a string", row[key]);
+    }
+    for (const char* key : {"batch_size", "tiles"}) {
+      if (row.contains(key) && !row[key].is_number_integer()) fail(where + "." + key, "an integer", row[key]);
+    }
+    if (row.contains("cpu_task_overhead_us") && !row["cpu_task_overhead_us"].is_number()) {
+      fail(where + ".cpu_task_overhead_us", "a number", row["cpu_task_overhead_us"]);
+    }
   }
+}
+
+}  // namespace
+
+nlohmann::json read_machine_file(const fs::path& dir) {
+  const fs::path file = dir / "machine.json";
+  std::ifstream in(file);
+  if (!in) return nlohmann::json::object();
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(fmt::format("{}: not a machine description ({})", file.string(), e.what()));
+  }
+  check_machine_file(file, doc);
+  return doc;
 }
 
 void write_machine_file(const fs::path& dir, const nlohmann::json& doc) {

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -303,6 +304,36 @@ TEST(MachineFolderTest, DerivingRefusesAValueThatIsNoNumberNamingTheFile) {
       [&] { runtime::derive_machine_folder(gpu.dir(), out, two_gpus); },
       {platform.string(), "link RAM-CUDA0: bandwidth '1e999', expected a number within a double's range"}));
   fs::remove_all(out);
+}
+
+// A machine.json whose fields dtnn reads back have other types made nlohmann::json's type_error escape from dtnn
+// simulate and calibrate ('[json.exception.type_error.306] cannot use value() with number', naming no file), as the
+// machine-folder harness showed once it read the document as they do. read_machine_file now refuses it, naming the
+// file and the field.
+TEST(MachineFolderTest, AMachineDescriptionOfOtherTypesIsRefusedNamingTheFieldAndTheFile) {
+  const fs::path dir = temp_path("json");
+  fs::create_directories(dir);
+  const fs::path file = dir / "machine.json";
+  const std::pair<const char*, const char*> bad[] = {
+      {R"([1, 2])", "the document: expected an object, got array"},
+      {R"({"cpu": 7})", "cpu: expected a string, got number"},
+      {R"({"calibrations": 5})", "calibrations: expected an array, got number"},
+      {R"({"calibrations": [{"model": "simplecnn"}, "x"]})", "calibrations[1]: expected an object, got string"},
+      {R"({"calibrations": [{"batch_size": "64"}]})", "calibrations[0].batch_size: expected an integer, got string"},
+      {R"({"calibrations": [{"tiles": 2.5}]})", "calibrations[0].tiles: expected an integer, got number"},
+      {R"({"calibrations": [{"device": null}]})", "calibrations[0].device: expected a string, got null"},
+      {R"({"calibrations": [{"cpu_task_overhead_us": "12"}]})",
+       "calibrations[0].cpu_task_overhead_us: expected a number, got string"},
+  };
+  for (const auto& [text, message] : bad) {
+    write_bytes(file, text);
+    EXPECT_TRUE(throws_with<DataError>([&] { (void)runtime::read_machine_file(dir); }, {file.string() + ": " + message}))
+        << text;
+  }
+  write_bytes(file, R"({"cpu": "AMD EPYC", "calibrations": [{"model": "simplecnn", "batch_size": 64, "tiles": 2,
+                        "cpu_task_overhead_us": 12, "step_ms": 16.9, "notes": [1, "x"]}]})");
+  EXPECT_EQ(runtime::read_machine_file(dir).at("calibrations")[0].at("tiles"), 2);
+  fs::remove_all(dir);
 }
 
 }  // namespace
