@@ -220,6 +220,10 @@ void options(const fs::path& out) {
       {"simulate", "--model", "simplecnn", "--machine", "m", "--workers", "2", "--ranks", "8", "--link-gbps", "25",
        "--link-latency-us", "5", "--sums-on-cores", "--bucket-mb", "4", "--worker-speeds", "1,0.5",
        "--task-overhead-us", "12.5", "--scatter"},
+      // Numbers as CLI11 reads them too: exponents, hexadecimal, leading zeros and dots.
+      {"train", "--dataset", "synthetic", "--lr", "5e-2", "--bucket-mb", "2.5e1", "--mpi-timeout", "0x3c",
+       "--crop-padding", "04", "--warmup-epochs", ".5", "--momentum", "9E-1", "--label-smoothing", "0.0e0", "--seed",
+       "0x10"},
       {"models"},
       {"--help-all"},
   };
