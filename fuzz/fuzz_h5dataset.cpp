@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // HDF5 datasets (io/h5dataset.cpp): the description, every split whole, and a split streamed as the data loader
 // reads it (a shard, a range, shuffled samples, the labels). The seeds (fuzz/corpus/h5dataset) are files of
-// write_h5_dataset: HDF5 checksums their metadata, so most mutations stop at HDF5's own checks; the seeds also hold
-// files in HDF5's oldest format without checksums, as h5py writes them by default, which the readers accept.
+// write_h5_dataset and one of the foreign layout the readers accept, all in HDF5's newest format, whose metadata
+// HDF5 checksums: most damage stops at HDF5's own checks, and what passes them reaches our checks. Files in HDF5's
+// oldest format, without checksums, reach libhdf5 1.10's decoders of unchecked metadata, which crash on damaged
+// files before our code sees anything (docs/fuzzing.md, fuzz/libhdf5/).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
