@@ -5,7 +5,7 @@
 # (fuzz/corpus/<harness>), one after the other, and prints a table: harness, seconds, executions, crashes.
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]     e.g. scripts/fuzz.sh 300 idx checkpoint
 # Harnesses: idx cifar h5dataset checkpoint machine_folder machine_archive options (all by default).
-# A run stops at its first finding (a crash, a sanitizer report, a leak, an input slower than 10 s, one allocation
+# A run stops at its first finding (a crash, a sanitizer report, a leak, an input slower than 25 s, one allocation
 # of ours over 128 MB, 2 GB resident), which libFuzzer writes to build-fuzz/findings/<harness>/ (crash-*, leak-*,
 # timeout-*, oom-*); reproduce it with build-fuzz/bin/fuzz_<harness> FILE. The inputs a run found new coverage with
 # stay in build-fuzz/corpus/<harness>, where the next run starts. Exit status 1 when a harness found something.
@@ -63,7 +63,7 @@ for h in "${harnesses[@]}"; do
   start=$(date +%s)
   rc=0
   # No -ignore_crashes, no dictionary: a run stops at what it finds.
-  TMPDIR="$scratch" "$build/bin/fuzz_$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  TMPDIR="$scratch" "$build/bin/fuzz_$h" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
     -malloc_limit_mb="$malloc_limit" -max_len="$max_len" -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$here/fuzz/corpus/$h" \
     >"$log" 2>&1 || rc=$?
   took=$(( $(date +%s) - start ))
