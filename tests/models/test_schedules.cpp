@@ -37,7 +37,7 @@ struct Driver {
   explicit Driver(float lr) : optimizer(SgdOptions(lr)) {}
 
   void run(const Callbacks& callbacks, int epochs, std::int64_t steps_per_epoch, const Metrics& metrics) {
-    TrainState state{model, optimizer, history, 0, epochs, 0, steps_per_epoch, 0};
+    TrainState state{model, optimizer, history, 0, epochs, 0, steps_per_epoch, false, false, {}};
     for (const auto& c : callbacks) c->on_train_begin(state);
     std::int64_t step = 0;
     for (int e = 0; e < epochs && !state.stop; ++e) {
