@@ -10,13 +10,12 @@
 #include <memory>
 #include <vector>
 
-#include "codelets/loss.hpp"
+#include "codelets/kinds.hpp"
 #include "core/augment_options.hpp"
 #include "io/dataset.hpp"
+#include "models/data_parallel.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
-#include "models/train_step.hpp"
-#include "runtime/mpi.hpp"
 
 namespace dtnn {
 
