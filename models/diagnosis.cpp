@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "codelets/gather_batch.hpp"
+#include "models/train_step.hpp"
 #include "core/errors.hpp"
 #include "runtime/engine.hpp"
 

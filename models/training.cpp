@@ -12,7 +12,9 @@
 
 #include "codelets/loss.hpp"
 #include "models/progress.hpp"
+#include "models/train_step.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/mpi.hpp"
 #include "runtime/sched.hpp"
 #include "core/errors.hpp"
 

@@ -11,14 +11,13 @@
 #include <memory>
 #include <vector>
 
-#include "codelets/loss.hpp"
+#include "codelets/kinds.hpp"
 #include "core/errors.hpp"
 #include "core/augment_options.hpp"
 #include "io/dataset.hpp"
+#include "models/data_parallel.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
-#include "models/train_step.hpp"
-#include "runtime/mpi.hpp"
 
 namespace dtnn {
 

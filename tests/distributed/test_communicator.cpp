@@ -3,6 +3,7 @@
 // communication thread is raised on the driver with its message, and the tensors of the collectives it can no
 // longer run go back to the task graph, which drains.
 #include <gtest/gtest.h>
+#include <starpu.h>
 
 #include <stdexcept>
 
