@@ -25,7 +25,9 @@ def cases(path):
             status = "failed"
         elif case.find("skipped") is not None or case.get("result") == "skipped":
             status = "skipped"
-        yield float(case.get("time", "0") or 0), f"{suite}.{name}" if suite else name, status
+        # ctest's rows repeat the entry's name as their class name.
+        full = name if suite in ("", name) else f"{suite}.{name}"
+        yield float(case.get("time", "0") or 0), full, status
 
 
 def main():
