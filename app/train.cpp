@@ -3,6 +3,7 @@
 // dtnn benchmark: the same on synthetic data by default, for its throughput.
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -18,10 +19,12 @@
 #include "app/commands.hpp"
 #include "app/options.hpp"
 #include "app/report.hpp"
+#include "app/train.hpp"
 #include "io/checkpoint.hpp"
 #include "models/checkpointing.hpp"
 #include "models/distributed.hpp"
 #include "models/schedules.hpp"
+#include "models/preemption.hpp"
 #include "models/step_probes.hpp"
 #include "runtime/trace.hpp"
 
@@ -29,36 +32,6 @@ namespace dtnn::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct TrainOptions {
-  RunOptions run;
-  FitOptions fit;
-  OptimizerConfig optimizer = [] {
-    OptimizerConfig c;
-    c.learning_rate = kDefaultLearningRate;
-    return c;
-  }();
-  ScheduleOptions schedule;
-  DataParallelOptions parallel;
-  runtime::Priorities priorities = runtime::task_priorities();
-  double validation_split = 0.0;
-  bool test_as_validation = false;
-  bool scale_lr = false;
-  bool no_test = false;
-  std::string trace;    // Chrome trace of every task
-  std::string history;  // per-epoch metrics
-  std::string dag;      // one step's task graph
-  std::optional<std::int64_t> dag_step;
-  std::string checkpoint_dir;
-  int keep = io::CheckpointDirectory::kDefaultKeepLast;
-  std::int64_t checkpoint_steps = 0;
-  std::string resume;
-  int mpi_timeout = runtime::kDefaultMpiTimeoutS;
-  // Fault injection of the tests: the rank and step at which a process is killed or hangs.
-  int fail_rank = -1;
-  std::int64_t fail_step = -1;
-  std::string fail_mode = "kill";
-};
 
 // --optimizer, --lr and the optimizers' hyper-parameters (OptimizerConfig).
 void add_optimizer_options(CLI::App* app, OptimizerConfig& o) {
@@ -134,7 +107,16 @@ void add_output_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--checkpoint-dir", o.checkpoint_dir, "save HDF5 checkpoints there after every epoch");
   app->add_option("--keep", o.keep, "checkpoints kept besides the best")->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app->add_option("--checkpoint-steps", o.checkpoint_steps, "also save every N steps")->check(CLI::NonNegativeNumber);
+  app->add_option("--checkpoint-steps", o.checkpoint.every_steps_, "also save every N steps")
+      ->check(CLI::NonNegativeNumber);
+  add_named(app, "--on-checkpoint-error", o.checkpoint.on_error_,
+            {{"stop", CheckpointErrors::kStop}, {"warn", CheckpointErrors::kWarn}},
+            "a checkpoint that cannot be written (full disk, read-only folder): stop training with the error, or warn "
+            "and go on; the checkpoints already written are kept either way");
+  add_named(app, "--on-nan", o.on_nan, {{"stop", OnNonFinite::kStop}, {"skip-step", OnNonFinite::kSkipStep}},
+            "a step whose loss is NaN or infinite: stop, naming the first layer whose output or gradient is not finite "
+            "(found on a replay of the step), or skip that step's update and go on (the run replayed to before it "
+            "from its newest checkpoint; at most 8 steps a run)");
   app->add_option("--resume", o.resume, "continue from a checkpoint file, or from the newest in a directory");
   app->add_flag("--no-test", o.no_test, "skip the evaluation on the test set");
 }
@@ -175,8 +157,8 @@ void add_parallel_options(CLI::App* app, TrainOptions& o) {
                 "BatchNorm statistics over every rank's rows of the global batch (default: each rank's own)");
   app->add_option("--fail-rank", o.fail_rank, "fault injection (tests): the rank that fails")->group("");
   app->add_option("--fail-step", o.fail_step, "fault injection (tests): before this global step")->group("");
-  app->add_option("--fail-mode", o.fail_mode, "fault injection (tests): kill or hang")
-      ->check(CLI::IsMember({"kill", "hang"}))
+  app->add_option("--fail-mode", o.fail_mode, "fault injection (tests): kill, hang, sigterm, sigterm-twice or nan")
+      ->check(CLI::IsMember({"kill", "hang", "sigterm", "sigterm-twice", "nan"}))
       ->group("");
 }
 
@@ -205,15 +187,30 @@ std::string model_options_json(const ZooModelOptions& model, const models::Model
 }
 
 // The fault-injection option's effect, as a callback so that it happens at a step boundary.
+// kill: the process dies (SIGKILL); hang: it waits forever; sigterm: it receives SIGTERM (a preemption), and
+// sigterm-twice two of them; nan: the step's update uses a learning rate of NaN (a step that poisons the weights,
+// whose next step's loss is then NaN).
 class FailAtStep : public Callback {
  public:
   FailAtStep(std::int64_t step, std::string mode) : step_(step), mode_(std::move(mode)) {}
   void on_batch_begin(TrainState& state) override {
+    // The next step: the rate back, unless a schedule has set that step's own.
+    if (state.step == step_ + 1 && mode_ == "nan" && std::isnan(state.optimizer.learning_rate())) {
+      state.optimizer.set_learning_rate(learning_rate_);
+    }
     if (state.step != step_) return;
     std::fprintf(stderr, "dtnn: fault injection: %s at step %lld\n", mode_.c_str(), static_cast<long long>(step_));
     std::fflush(stderr);
-    if (mode_ == "kill") {
-      std::raise(SIGKILL);
+    if (mode_ == "kill") std::raise(SIGKILL);
+    if (mode_ == "sigterm" || mode_ == "sigterm-twice") {
+      std::raise(SIGTERM);
+      if (mode_ == "sigterm-twice") std::raise(SIGTERM);
+      return;
+    }
+    if (mode_ == "nan") {
+      learning_rate_ = state.optimizer.learning_rate();
+      state.optimizer.set_learning_rate(std::nanf(""));
+      return;
     }
     while (true) pause();
   }
@@ -221,18 +218,25 @@ class FailAtStep : public Callback {
  private:
   std::int64_t step_;
   std::string mode_;
+  float learning_rate_ = 0.0f;
 };
 
-// The callbacks of the program's own options: checkpoints (they need the zoo's name and options), the step's
-// graph and the fault injection of the tests.
-void add_program_callbacks(FitOptions& fit, const TrainOptions& o, const models::ModelInfo& info,
-                           const runtime::Mpi& mpi, bool has_validation) {
-  if (!o.checkpoint_dir.empty()) {
-    fit.callback(std::make_shared<CheckpointCallback>(
-        std::make_shared<io::CheckpointDirectory>(o.checkpoint_dir, o.keep),
-        CheckpointMeta{info.name, model_options_json(o.run.model, info), mpi.size()}, o.checkpoint_steps,
-        has_validation ? o.schedule.monitor_ : "loss", mpi.rank()));
-  }
+// The callbacks of the program's own options: checkpoints (they need the zoo's name and options; without
+// --checkpoint-dir, only a preemption's, into kPreemptionDir, created then), the step's graph and the fault injection
+// of the tests. Returns the checkpoint callback.
+std::shared_ptr<CheckpointCallback> add_program_callbacks(FitOptions& fit, const TrainOptions& o,
+                                                          const models::ModelInfo& info, const runtime::Mpi& mpi,
+                                                          bool has_validation) {
+  CheckpointOptions options = o.checkpoint;
+  options.monitor(has_validation ? o.schedule.monitor_ : "loss").rank(mpi.rank());
+  const CheckpointMeta meta{info.name, model_options_json(o.run.model, info), mpi.size()};
+  // A --checkpoint-dir that cannot be made fails here, before any training.
+  auto checkpoints = o.checkpoint_dir.empty()
+                         ? std::make_shared<CheckpointCallback>(kPreemptionDir, o.keep, meta,
+                                                                options.every_steps(0).each_epoch(false))
+                         : std::make_shared<CheckpointCallback>(
+                               std::make_shared<io::CheckpointDirectory>(o.checkpoint_dir, o.keep), meta, options);
+  fit.callback(checkpoints);
   if (o.fail_step >= 0 && o.fail_rank == mpi.rank()) {
     fit.callback(std::make_shared<FailAtStep>(o.fail_step, o.fail_mode));
   }
@@ -240,6 +244,7 @@ void add_program_callbacks(FitOptions& fit, const TrainOptions& o, const models:
     const std::string file = per_rank(o.dag, mpi);
     fit.callback(o.dag_step ? std::make_shared<DagCapture>(file, *o.dag_step) : std::make_shared<DagCapture>(file));
   }
+  return checkpoints;
 }
 
 // What ran, as the report states it.
@@ -302,11 +307,32 @@ void finish(const TrainOptions& o, bool benchmark, const models::ModelInfo& info
   }
 }
 
+// The most steps a run replays to name the layer of a non-finite loss, and the most steps --on-nan skip-step skips.
+constexpr std::int64_t kMaxDiagnosisReplay = 2000;
+constexpr int kMaxSkippedSteps = 8;
+
+// A run stopped by a signal at a step boundary: where its checkpoint is, on rank 0. The exit status is 128 + signal.
+void report_preemption(const History& history, const CheckpointCallback& checkpoints, const TrainOptions& o,
+                       const runtime::Mpi& mpi) {
+  if (mpi.rank() != 0) return;
+  const std::string signal = signal_name(history.stop_reason);
+  if (checkpoints.last_saved().empty()) {
+    fmt::print(stderr, "dtnn: {} at step {}: training stopped; no checkpoint was written (see the warning above)\n",
+               signal, history.stopped_at_step);
+    return;
+  }
+  const std::string dir = o.checkpoint_dir.empty() ? std::string(kPreemptionDir) : o.checkpoint_dir;
+  fmt::print(stderr, "dtnn: {} at step {}: training stopped, checkpoint {}; continue with --resume {}\n", signal,
+             history.stopped_at_step, checkpoints.last_saved().string(), dir);
+}
+
 int run_train(TrainOptions o, bool benchmark) {
   require_real_build(benchmark ? "benchmark" : "train");
   const models::ModelInfo& info = models::find(o.run.model.name);
   runtime::Mpi mpi(o.mpi_timeout);
   const bool talk = mpi.rank() == 0 && !o.run.quiet;
+  // Preemption: SIGTERM, SIGINT or SIGUSR1 stop training at the next step boundary with a checkpoint.
+  const SignalStop signals;
   runtime::Engine engine(engine_options(o.run, &mpi).profiling(!o.trace.empty()));
   select_device(o.run, engine);
   runtime::set_task_priorities(o.priorities);
@@ -319,24 +345,11 @@ int run_train(TrainOptions o, bool benchmark) {
   }
   io::TrainTest data = load_data(o.run.data, info, o.fit.batch_size_, o.fit.seed_);
   const std::optional<io::Dataset> validation = validation_set(o, data);
-  Sequential model = build_zoo_model(o.run.model, o.fit.seed_);
-  if (talk) {
-    fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
-               data.train.name, data.train.size(), data.test.size(), model.summary());
-  }
-  if (o.scale_lr) o.optimizer.learning_rate = scale_lr_for_ranks(o.optimizer.learning_rate, mpi.size());
-  std::unique_ptr<Optimizer> optimizer = make_default_optimizer(o.optimizer);
-  if (!o.resume.empty()) {
-    const ResumePoint at = resume_training(o.resume, info.name, model, *optimizer, o.schedule);
-    o.fit.initial_step(at.step);
-    if (talk) fmt::print("Resumed from {} at step {} (epoch {})\n", at.file.string(), at.step, at.epoch);
-  }
+  const io::Dataset* validating = validation ? &*validation : nullptr;
   o.fit.verbose(!o.run.quiet);
-  o.parallel.agreement(fmt::format("model={} conv={} ", info.name, to_string(o.run.model.conv)) +
-                       agreement_text(o.fit, *optimizer, data.train, &data.test, o.parallel));
-  std::optional<DataParallelRun> data_parallel;
+  Trainee t;
   try {
-    data_parallel.emplace(mpi, model, o.parallel);
+    t = start_trainee(o, info, data, mpi, o.resume);
   } catch (const RankMismatch& e) {
     // Every rank found the mismatch: each reports it before any exits (mpirun ends the job at the first
     // non-zero exit, which could cut the others short).
@@ -345,20 +358,57 @@ int run_train(TrainOptions o, bool benchmark) {
     mpi.barrier("error report");
     return 2;
   }
+  if (talk) {
+    fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
+               data.train.name, data.train.size(), data.test.size(), t.model.summary());
+    if (!t.restored_from.empty()) {
+      fmt::print("Resumed from {} at step {} (epoch {})\n", t.restored_from, t.initial_step, t.restored_epoch);
+    }
+  }
   FitOptions fit = o.fit;
-  fit.data_parallel(data_parallel->data_parallel());
   for (auto& callback : schedule_callbacks(o.schedule, fit.epochs_)) fit.callback(callback);
-  add_program_callbacks(fit, o, info, mpi, validation.has_value());
+  const std::shared_ptr<CheckpointCallback> checkpoints =
+      add_program_callbacks(fit, o, info, mpi, validation.has_value());
   const auto steps = std::make_shared<StepTimer>();
-  fit.callback(steps);
+  fit.callback(steps).stop_when(signals.poll());
   if (!o.trace.empty()) runtime::Tracer::start();
-  const History history = dtnn::fit(model, *optimizer, data.train, fit, validation ? &*validation : nullptr);
-  data_parallel->wait_idle();
+  History history;
+  std::vector<std::int64_t> skipped;  // --on-nan skip-step: the steps whose update was left out
+  for (;;) {
+    try {
+      history = dtnn::fit(t.model, *t.optimizer, data.train,
+                          FitOptions(fit).initial_step(t.initial_step).data_parallel(t.data_parallel->data_parallel()),
+                          validating);
+      break;
+    } catch (const NonFiniteLoss& e) {
+      const bool skip = o.on_nan == OnNonFinite::kSkipStep && static_cast<int>(skipped.size()) < kMaxSkippedSteps;
+      if (mpi.rank() == 0) fmt::print(stderr, "dtnn: {}: {}\n", skip ? "warning" : "error", e.what());
+      if (!skip) {
+        if (o.on_nan == OnNonFinite::kSkipStep && mpi.rank() == 0) {
+          fmt::print(stderr, "dtnn: {} steps skipped already (--on-nan skip-step): the run stops\n", skipped.size());
+        }
+        report_nonfinite(o, info, data, validating, mpi, e.step(), skipped, kMaxDiagnosisReplay);
+        return 1;
+      }
+      t = replay_to(o, info, data, validating, mpi, e.step(), skipped);
+      skipped.push_back(e.step());
+      t.initial_step = e.step() + 1;
+      if (mpi.rank() == 0) {
+        fmt::print(stderr, "dtnn: step {} skipped (--on-nan skip-step): its update undone by a replay from {}\n",
+                   e.step(), t.restored_from.empty() ? "the seed's weights" : t.restored_from);
+      }
+    }
+  }
+  t.data_parallel->wait_idle();
   if (!o.trace.empty()) {
     runtime::Tracer::stop();
     runtime::Tracer::write_chrome_trace(per_rank(o.trace, mpi));
   }
-  finish(o, benchmark, info, data, model, *optimizer, engine, mpi, history, *steps);
+  if (history.stopped_at_step >= 0) {
+    report_preemption(history, *checkpoints, o, mpi);
+    return 128 + history.stop_reason;
+  }
+  finish(o, benchmark, info, data, t.model, *t.optimizer, engine, mpi, history, *steps);
   return 0;
 }
 

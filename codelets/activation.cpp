@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include <fmt/format.h>
+
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA

@@ -4,15 +4,9 @@
 #pragma once
 
 #include "codelets/common.hpp"
+#include "codelets/kinds.hpp"
 
 namespace dtnn::codelets {
-
-enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu };
-
-struct ActivationSpec {
-  ActivationKind kind = ActivationKind::kSigmoid;
-  float param = 0.0f;  // LeakyReLU: negative slope; ELU: alpha; unused otherwise
-};
 
 // Whether the derivative is computed from the output (Sigmoid, Tanh) or from the input (the others).
 [[nodiscard]] bool derivative_from_output(ActivationKind kind);

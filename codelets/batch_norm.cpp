@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "codelets/cuda/batch_norm.hpp"

@@ -8,8 +8,6 @@
 #include <string>
 #include <string_view>
 
-#include <fmt/format.h>
-
 #include "runtime/codelet.hpp"
 #include "core/errors.hpp"
 #include "runtime/tensor.hpp"
@@ -22,19 +20,11 @@ struct TaskTag {
   int priority = 0;
 };
 
-inline runtime::TaskInfo task_info(const TaskTag& tag, std::string_view pass, int tile, double flops,
-                                   std::string& storage) {
-  storage = fmt::format("{}:{}", tag.layer, pass);
-  return runtime::TaskInfo{storage, tile, flops, tag.priority};
-}
+// The task's name goes to `storage`, which must outlive the submission.
+runtime::TaskInfo task_info(const TaskTag& tag, std::string_view pass, int tile, double flops, std::string& storage);
 
 // Batch tensors passed to one per-tile task must share the tile's row range.
-inline void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor& b) {
-  if (a.tiles() != b.tiles() || a.shape()[0] != b.shape()[0]) {
-    throw InvalidArgument(fmt::format("{}: tensors {} ({} tiles) and {} ({} tiles) are not tiled alike", tag.layer,
-                                      to_string(a.shape()), a.tiles(), to_string(b.shape()), b.tiles()));
-  }
-}
+void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor& b);
 
 // The float pointers of `count` consecutive buffers, for the codelets whose number of buffers varies from task to
 // task (sums and concatenations of up to STARPU_NMAXBUFS - 1 tensors); T is float or const float. Every other

@@ -7,17 +7,9 @@
 
 #include "codelets/common.hpp"
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/kinds.hpp"
 
 namespace dtnn::codelets {
-
-enum class ConvAlgorithm {
-  kConvgemm,  // implicit im2col inside a BLIS-style GEMM (no workspace)
-  kIm2col,    // explicit im2col + bli_sgemm (the baseline)
-  kWinograd,  // Winograd F(2x2, 3x3) forward and backward-data (3x3 stride-1 shapes only:
-              // kernels::cpu::winograd_fits); backward-weights by convgemm
-};
-
-const char* to_string(ConvAlgorithm a);
 
 // y = conv(x, w) + b, followed by ReLU in the same task when relu != 0 (convgemm applies it in the GEMM
 // epilogue; im2col in a pass over the tile's output).

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "runtime/cuda.hpp"

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "codelets/cpu/augment.hpp"
 #include "runtime/failure.hpp"
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/loss.hpp"
 
+#include <fmt/format.h>
+
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "codelets/cuda/loss.hpp"

@@ -5,15 +5,9 @@
 
 #include "codelets/common.hpp"
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/kinds.hpp"
 
 namespace dtnn::codelets {
-
-enum class LossKind {
-  kCategoricalCrossEntropy,  // softmax + cross-entropy (single-label classification)
-  kBinaryCrossEntropy,       // sigmoid + binary cross-entropy per class (multi-label)
-};
-
-const char* to_string(LossKind k);
 
 // logits, targets, dlogits: [n, classes]; stats: [tiles, kLossStats].
 // grad_scale is 1 / (global batch size), so that summed tile gradients are the batch mean.

@@ -3,6 +3,8 @@
 
 #include <array>
 
+#include <fmt/format.h>
+
 #include "codelets/cpu/kernels.hpp"
 #include "codelets/fixed_order_sum.hpp"
 #include "runtime/failure.hpp"

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "codelets/cuda/optimizers.hpp"

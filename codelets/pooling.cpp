@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/pooling.hpp"
 
+#include <fmt/format.h>
+
 #include "codelets/cpu/kernels.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/softmax.hpp"
 
+#include <fmt/format.h>
+
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
 #ifdef DTNN_HAVE_CUDA

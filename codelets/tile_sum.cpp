@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "codelets/fixed_order_sum.hpp"
 #include "runtime/failure.hpp"
 

@@ -1,15 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The README's API example: build a CNN, train it on Fashion-MNIST, evaluate it.
-#include <fmt/format.h>
+#include <cstdio>
 
-#include "io/dataset.hpp"
-#include "layers/conv2d.hpp"
-#include "layers/dense.hpp"
-#include "layers/pooling.hpp"
-#include "layers/simple.hpp"
-#include "models/optimizers.hpp"
-#include "models/training.hpp"
-#include "runtime/engine.hpp"
+#include <dtnn/dtnn.hpp>
 
 int main() {
   using namespace dtnn;
@@ -27,5 +20,5 @@ int main() {
   Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
   fit(model, sgd, data.train, FitOptions().epochs(1).batch_size(64).tiles(2));
   const EvalResult test = evaluate(model, data.test);
-  fmt::print("test accuracy {:.2f}%\n", 100.0 * test.accuracy);
+  std::printf("test accuracy %.2f%%\n", 100.0 * test.accuracy);
 }

@@ -12,16 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "codelets/common.hpp"
-#include "io/dataset.hpp"
-#include "layers/conv2d.hpp"
-#include "layers/dense.hpp"
-#include "layers/pooling.hpp"
-#include "layers/simple.hpp"
-#include "models/optimizers.hpp"
-#include "models/training.hpp"
-#include "runtime/engine.hpp"
-#include "runtime/failure.hpp"
+#include <dtnn/task_graph.hpp>
 
 namespace example {
 

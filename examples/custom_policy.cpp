@@ -10,13 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "io/dataset.hpp"
-#include "models/optimizers.hpp"
-#include "models/step_probes.hpp"
-#include "models/training.hpp"
-#include "models/zoo.hpp"
-#include "runtime/engine.hpp"
-#include "runtime/sched.hpp"
+#include <dtnn/task_graph.hpp>
 
 // push() receives each task once its dependencies are satisfied, from any thread; pop(worker) is called by idle
 // workers (again and again: StarPU's drivers poll) and returns a task that worker can run, or nullptr. The ready

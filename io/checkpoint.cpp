@@ -291,7 +291,8 @@ void warn(const std::string& message) { fmt::print(stderr, "dtnn: warning: {}\n"
 
 void save_checkpoint(const fs::path& file, const Checkpoint& checkpoint) {
   validate(file, checkpoint);
-  h5::write_atomically(file, [&](h5::File& f) { write_checkpoint(f, checkpoint, checkpoint.metric); });
+  h5::write_atomically(file, [&](h5::File& f) { write_checkpoint(f, checkpoint, checkpoint.metric); },
+                       h5::Staging::kInMemory);
 }
 
 Checkpoint load_checkpoint(const fs::path& file) {
@@ -396,7 +397,7 @@ CheckpointDirectory::CheckpointDirectory(fs::path dir, int keep_last) : dir_(std
 fs::path CheckpointDirectory::write(const Checkpoint& checkpoint, std::optional<double> metric) {
   const fs::path file = dir_ / checkpoint_file_name(checkpoint.epoch, checkpoint.step);
   validate(file, checkpoint);
-  h5::write_atomically(file, [&](h5::File& f) { write_checkpoint(f, checkpoint, metric); });
+  h5::write_atomically(file, [&](h5::File& f) { write_checkpoint(f, checkpoint, metric); }, h5::Staging::kInMemory);
   return file;
 }
 

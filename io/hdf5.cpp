@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <system_error>
 #include <type_traits>
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "core/new_file.hpp"
 
 namespace dtnn::io::h5 {
 
@@ -43,7 +45,14 @@ void silence() {
 herr_t collect_error(unsigned n, const H5E_error2_t* entry, void* data) {
   auto* out = static_cast<std::vector<std::string>*>(data);
   if (entry->desc != nullptr && entry->desc[0] != '\0' && out->size() < 64) {
-    out->emplace_back(entry->desc);
+    std::string desc = entry->desc;
+    // A failed system call: "file write failed: time = ..., errno = 28, error message = 'No space left on device',
+    // buf = ...": the system's words are the reason.
+    const std::string key = "error message = '";
+    const std::size_t at = desc.find(key);
+    const std::size_t end = at == std::string::npos ? at : desc.find('\'', at + key.size());
+    if (end != std::string::npos) desc = desc.substr(at + key.size(), end - at - key.size());
+    out->push_back(std::move(desc));
   }
   return 0;
 }
@@ -1005,21 +1014,126 @@ void sync_path(const std::filesystem::path& path) {
   }
 }
 
-void write_atomically(const std::filesystem::path& file, const std::function<void(File&)>& write) {
+namespace {
+
+// A file built in HDF5's core driver without a backing store, whose buffer these callbacks keep when the file
+// closes (where the driver would free it): the bytes of the closed file, superblock finished, without any file I/O
+// by HDF5. (H5Fget_file_image on an open file of the newest format gives a superblock whose checksum fails.) HDF5
+// first opens an existing file of that name tentatively, reading it into a buffer of its own, which it frees with
+// the same operation before the new file is built: the buffer kept is the last one freed on closing.
+struct MemoryImage {
+  std::map<void*, std::size_t> sizes;  // the driver's live buffers
+  void* bytes = nullptr;
+  std::size_t capacity = 0;
+  ~MemoryImage() { std::free(bytes); }
+};
+
+void* image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  void* p = std::malloc(size);
+  if (p != nullptr) static_cast<MemoryImage*>(udata)->sizes[p] = size;
+  return p;
+}
+void* image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dest, src, size);
+}
+void* image_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* image = static_cast<MemoryImage*>(udata);
+  const auto it = image->sizes.find(ptr);
+  const std::size_t old_size = it == image->sizes.end() ? 0 : it->second;
+  if (it != image->sizes.end()) image->sizes.erase(it);
+  void* p = std::realloc(ptr, size);
+  if (p != nullptr) {
+    image->sizes[p] = size;
+  } else if (ptr != nullptr) {
+    image->sizes[ptr] = old_size;  // still the driver's
+  }
+  return p;
+}
+herr_t image_free(void* ptr, H5FD_file_image_op_t op, void* udata) {
+  auto* image = static_cast<MemoryImage*>(udata);
+  const auto it = image->sizes.find(ptr);
+  const std::size_t size = it == image->sizes.end() ? 0 : it->second;
+  if (it != image->sizes.end()) image->sizes.erase(it);
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr != nullptr) {
+    std::free(image->bytes);
+    image->bytes = ptr;
+    image->capacity = size;
+  } else {
+    std::free(ptr);
+  }
+  return 0;
+}
+void* udata_copy(void* udata) { return udata; }
+herr_t udata_free(void*) { return 0; }
+
+// A new file in memory (in the newest format, like File::create) that `image` receives when it closes.
+Handle create_in_memory(const std::string& name, MemoryImage& image) {
+  Handle access = file_access_list();
+  H5FD_file_image_callbacks_t callbacks{image_malloc, image_memcpy, image_realloc, image_free,
+                                        udata_copy,   udata_free,   &image};
+  if (H5Pset_fapl_core(access.id(), std::size_t{1} << 20, 0) < 0 ||
+      H5Pset_file_image_callbacks(access.id(), &callbacks) < 0 ||
+      H5Pset_libver_bounds(access.id(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0) {
+    throw_error(name, "", "cannot set up a file in memory");
+  }
+  const Handle creation = own(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  H5Pset_link_creation_order(creation.id(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  Handle f = own(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, creation.id(), access.id()), H5Fclose);
+  if (!f.valid()) throw_error(name, "", "cannot create in memory");
+  return f;
+}
+
+// The file's length, as its superblock (version 2 or 3: the newest format) records it: its end-of-file address.
+std::size_t image_length(const std::string& name, const MemoryImage& image) {
+  const auto* b = static_cast<const unsigned char*>(image.bytes);
+  static constexpr unsigned char kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (b == nullptr || image.capacity < 48 || std::memcmp(b, kSignature, 8) != 0 || (b[8] != 2 && b[8] != 3) ||
+      b[9] != 8) {
+    throw DataError(fmt::format("{}: the file built in memory has no superblock of version 2 or 3 with 8-byte "
+                                "addresses, expected one (HDF5 {}.{})",
+                                name, H5_VERS_MAJOR, H5_VERS_MINOR));
+  }
+  std::uint64_t eof = 0;
+  for (int i = 7; i >= 0; --i) eof = eof << 8 | b[28 + i];
+  if (eof > image.capacity) {
+    throw DataError(fmt::format("{}: the file built in memory ends at {}, past its {} bytes", name, eof,
+                                image.capacity));
+  }
+  return static_cast<std::size_t>(eof);
+}
+
+}  // namespace
+
+void write_atomically(const std::filesystem::path& file, const std::function<void(File&)>& write, Staging staging) {
   const std::filesystem::path tmp = temporary_path(file);
   std::error_code ec;
   std::filesystem::remove(tmp, ec);
   try {
-    File f = File::create(tmp);
-    write(f);
-    f.close();
-    sync_path(tmp);
+    if (staging == Staging::kInMemory) {
+      silence();
+      MemoryImage image;
+      File f(create_in_memory(file.string(), image), file.string(), "/");
+      write(f);
+      f.close();
+      write_new_file(tmp, image.bytes, image_length(file.string(), image));
+    } else {
+      File f = File::create(tmp);
+      write(f);
+      f.close();
+      sync_path(tmp);
+    }
     std::filesystem::rename(tmp, file, ec);
     if (ec) {
       throw DataError(fmt::format("{}: cannot replace it with {}: {}", file.string(), tmp.string(), ec.message()));
     }
     const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
     sync_path(dir);
+  } catch (const DataError& e) {
+    std::filesystem::remove(tmp, ec);
+    // Named by the file it was to become (the temporary one is gone), with what failed in it.
+    std::string what = e.what();
+    if (what.starts_with(tmp.string() + ": ")) what.erase(0, tmp.string().size() + 2);
+    throw DataError(fmt::format("{}: cannot be written: {}", file.string(), what));
   } catch (...) {
     std::filesystem::remove(tmp, ec);
     throw;

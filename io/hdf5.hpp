@@ -172,6 +172,11 @@ class Group : public Object {
 
 enum class FileMode { kReadOnly, kReadWrite };
 
+// Where write_atomically builds the file: in memory, then written out in one go (for files of bounded size, such
+// as checkpoints: a write that fails, a full disk say, is then a plain error of ours, never a half-written HDF5 file
+// that HDF5 tries again to close at exit), or in the temporary file itself (large datasets).
+enum class Staging { kInMemory, kOnDisk };
+
 class File : public Group {
  public:
   // Creates (or truncates) a file in the newest file format, whose metadata HDF5 checksums: a flipped
@@ -186,13 +191,18 @@ class File : public Group {
 
  private:
   using Group::Group;
+  friend void write_atomically(const std::filesystem::path& file, const std::function<void(File&)>& write,
+                               Staging staging);
 };
 
-// Writes file crash-safely: write fills a new file in the same directory under a temporary name
-// (file + "." + pid + ".tmp"), which is closed, fsync'ed, renamed over file and made durable by an fsync of
-// the directory. Killed at any moment, the process leaves either the old file or the new one complete,
-// plus at most a stale temporary file. On an exception the temporary file is removed and file is untouched.
-void write_atomically(const std::filesystem::path& file, const std::function<void(File&)>& write);
+
+// Writes file crash-safely: write fills a new file, which goes into the same directory under a temporary name
+// (file + "." + pid + ".tmp") that is fsync'ed, renamed over file and made durable by an fsync of the directory.
+// Killed at any moment, the process leaves either the old file or the new one complete, plus at most a stale
+// temporary file. On an exception the temporary file is removed and file is untouched; the DataError names file
+// and why it could not be written.
+void write_atomically(const std::filesystem::path& file, const std::function<void(File&)>& write,
+                      Staging staging = Staging::kOnDisk);
 
 // The temporary name write_atomically uses for file in this process.
 std::filesystem::path temporary_path(const std::filesystem::path& file);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "codelets/activation.hpp"
 #include "codelets/softmax.hpp"
 #include "core/errors.hpp"
 

@@ -3,7 +3,7 @@
 // the channels. Element-wise ones accept any per-sample shape.
 #pragma once
 
-#include "codelets/activation.hpp"
+#include "codelets/kinds.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "codelets/batch_norm.hpp"
+#include "codelets/kinds.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {

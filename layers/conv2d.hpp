@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-#include "codelets/conv2d.hpp"
-#include "codelets/cpu/kernels.hpp"
+#include "codelets/kinds.hpp"
+#include "core/shapes.hpp"
 #include "layers/init.hpp"
 #include "layers/layer.hpp"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "layers/random.hpp"
-#include "runtime/communicator.hpp"
+#include "runtime/collectives.hpp"
 #include "runtime/tensor.hpp"
 
 namespace dtnn {

@@ -4,7 +4,7 @@
 // before and after (akamaster/pytorch_resnet_cifar10's LambdaLayer).
 #pragma once
 
-#include "codelets/cpu/shortcut_pad.hpp"
+#include "core/shapes.hpp"
 #include "layers/layer.hpp"
 
 namespace dtnn {

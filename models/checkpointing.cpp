@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "models/checkpointing.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -109,25 +110,59 @@ void restore_checkpoint(const io::Checkpoint& c, Sequential& model, Optimizer* o
   if (opt.contains("lr")) optimizer->set_learning_rate(opt["lr"].get<float>());
 }
 
+void check_finite(const io::Checkpoint& c, const std::filesystem::path& dir) {
+  const auto check = [&](const std::vector<io::NamedArray>& arrays, const char* what) {
+    for (const io::NamedArray& a : arrays) {
+      const auto bad = std::find_if(a.data.begin(), a.data.end(), [](float v) { return !std::isfinite(v); });
+      if (bad != a.data.end()) {
+        throw NonFiniteState(fmt::format("{}: the checkpoint of step {} is not written: {} '{}' holds {} at index {}, "
+                                         "expected finite values (the run diverged); the checkpoints already there "
+                                         "are kept",
+                                         dir.string(), c.step, what, a.name, *bad, bad - a.data.begin()));
+      }
+    }
+  };
+  check(c.parameters, "parameter");
+  check(c.buffers, "buffer");
+  check(c.optimizer_state, "optimizer state");
+}
+
 CheckpointCallback::CheckpointCallback(std::shared_ptr<io::CheckpointDirectory> dir, CheckpointMeta meta,
-                                       std::int64_t every_steps, std::string monitor, int rank)
-    : dir_(std::move(dir)), meta_(std::move(meta)), every_steps_(every_steps), monitor_(std::move(monitor)),
-      rank_(rank) {}
+                                       CheckpointOptions options)
+    : dir_path_(dir->dir()), dir_(std::move(dir)), meta_(std::move(meta)), options_(std::move(options)) {}
+
+CheckpointCallback::CheckpointCallback(std::filesystem::path dir, int keep_last, CheckpointMeta meta,
+                                       CheckpointOptions options)
+    : dir_path_(std::move(dir)), keep_last_(keep_last), meta_(std::move(meta)), options_(std::move(options)) {}
+
+io::CheckpointDirectory& CheckpointCallback::directory() {
+  if (!dir_) dir_ = std::make_shared<io::CheckpointDirectory>(dir_path_, keep_last_);
+  return *dir_;
+}
 
 void CheckpointCallback::on_batch_begin(TrainState& state) {
   if (start_step_ < 0) start_step_ = state.step;
   // Before step k runs, the weights are those after k steps: a checkpoint there resumes at step k.
-  if (every_steps_ > 0 && state.step > start_step_ && state.step % every_steps_ == 0) {
+  const std::int64_t every = options_.every_steps_;
+  if (every > 0 && state.step > start_step_ && state.step % every == 0) {
     save(state, state.step, state.step / state.steps_per_epoch, nullptr);
   }
 }
 
 void CheckpointCallback::on_epoch_end(TrainState& state) {
+  if (!options_.each_epoch_) return;
   save(state, (state.epoch + 1) * state.steps_per_epoch, state.epoch + 1, &state.history.epochs.back());
+}
+
+void CheckpointCallback::on_train_end(TrainState& state) {
+  if (state.stopped_early) save(state, state.step, state.step / state.steps_per_epoch, nullptr);
 }
 
 void CheckpointCallback::save(TrainState& state, std::int64_t steps_done, std::int64_t epochs_done,
                               const EpochRecord* record) {
+  // The steps still in flight end before these weights are read, and a non-finite loss among them stops training
+  // before anything is written (NonFiniteLoss).
+  if (state.settle) state.settle();
   CheckpointMeta meta = meta_;
   meta.step = steps_done;
   meta.epoch = epochs_done;
@@ -135,17 +170,25 @@ void CheckpointCallback::save(TrainState& state, std::int64_t steps_done, std::i
   for (const auto& e : state.history.epochs) meta.samples_seen += e.images;
   // Every rank takes part in the copy (it waits for its own tasks); rank 0 alone writes.
   io::Checkpoint c = capture_checkpoint(state.model, &state.optimizer, meta);
-  if (rank_ != 0) return;
+  if (options_.rank_ != 0) return;
+  check_finite(c, dir_path_);
+  const std::string& monitor = options_.monitor_;
   double metric = std::nan("");
   if (record != nullptr) {
-    if (monitor_ == "val_loss") metric = record->val_loss;
-    if (monitor_ == "val_accuracy") metric = record->val_accuracy;
-    if (monitor_ == "loss") metric = record->loss;
-    if (monitor_ == "accuracy") metric = record->accuracy;
+    if (monitor == "val_loss") metric = record->val_loss;
+    if (monitor == "val_accuracy") metric = record->val_accuracy;
+    if (monitor == "loss") metric = record->loss;
+    if (monitor == "accuracy") metric = record->accuracy;
   }
-  const auto goal = monitor_.find("accuracy") != std::string::npos ? io::MetricGoal::kMaximize
-                                                                   : io::MetricGoal::kMinimize;
-  last_ = std::isnan(metric) ? dir_->save(c) : dir_->save(c, metric, goal);
+  const auto goal = monitor.find("accuracy") != std::string::npos ? io::MetricGoal::kMaximize
+                                                                  : io::MetricGoal::kMinimize;
+  try {
+    io::CheckpointDirectory& dir = directory();
+    last_ = std::isnan(metric) ? dir.save(c) : dir.save(c, metric, goal);
+  } catch (const DataError& e) {
+    if (options_.on_error_ == CheckpointErrors::kStop) throw;
+    fmt::print(stderr, "dtnn: warning: {} (training goes on: --on-checkpoint-error warn)\n", e.what());
+  }
 }
 
 }  // namespace dtnn

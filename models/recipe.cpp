@@ -133,10 +133,12 @@ ResumePoint resume_training(const std::filesystem::path& file_or_dir, const std:
   }
   const float base_lr = optimizer.learning_rate();
   restore_checkpoint(c, model, &optimizer, file);
-  // Warm-up and cosine are functions of the step and the base learning rate: they recompute the rate of step
-  // c.step from the base. Without them the checkpoint's rate (after step decays or plateaus) carries on.
-  if (schedule.cosine_ || schedule.warmup_epochs_ > 0) optimizer.set_learning_rate(base_lr);
+  rewind_learning_rate(optimizer, base_lr, schedule);
   return {file, c.step, c.epoch};
+}
+
+void rewind_learning_rate(Optimizer& optimizer, float base_lr, const ScheduleOptions& schedule) {
+  if (schedule.cosine_ || schedule.warmup_epochs_ > 0) optimizer.set_learning_rate(base_lr);
 }
 
 }  // namespace dtnn

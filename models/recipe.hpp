@@ -104,6 +104,11 @@ std::unique_ptr<Optimizer> make_default_optimizer(OptimizerConfig config);
 // returns them, and `train` keeps the others. Throws InvalidArgument unless both sides keep a sample.
 io::Dataset split_validation(io::Dataset& train, double fraction);
 
+// Before training goes on from a step other than the first (a resumed or replayed run): warm-up and the cosine decay
+// compute each step's rate from the base rate, which their callbacks read from the optimizer when fit() begins, so
+// the optimizer gets base_lr back where they are on; the other schedules carry the rate on.
+void rewind_learning_rate(Optimizer& optimizer, float base_lr, const ScheduleOptions& schedule);
+
 // Where a resumed run starts.
 struct ResumePoint {
   std::filesystem::path file;

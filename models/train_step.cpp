@@ -7,6 +7,7 @@
 
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/mpi.hpp"
 
 namespace dtnn {
 namespace {

@@ -19,23 +19,12 @@
 #include "core/augment_options.hpp"
 #include "io/dataset.hpp"
 #include "models/buckets.hpp"
+#include "models/data_parallel.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
 #include "runtime/collectives.hpp"
-#include "runtime/communicator.hpp"
-#include "runtime/mpi.hpp"
 
 namespace dtnn {
-
-// Synchronous data parallelism across MPI ranks: every rank takes its shard of each global batch, gradients are
-// summed over the ranks by the communicator in buckets, metrics averaged over the ranks.
-struct DataParallel {
-  const runtime::Mpi* mpi = nullptr;                // null or a world of one: no communication
-  runtime::Collectives* communicator = nullptr;     // required when the world has several ranks
-  bool drop_last = false;                           // drop a last global batch smaller than the others
-  bool sync_batchnorm = false;                      // BatchNorm statistics over every rank's rows
-  BucketOptions buckets{};                          // which gradients are summed together
-};
 
 // The buffers of one step in flight.
 struct StepSlot {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <memory>
 #include <numeric>
@@ -11,7 +12,9 @@
 
 #include "codelets/loss.hpp"
 #include "models/progress.hpp"
+#include "models/train_step.hpp"
 #include "runtime/engine.hpp"
+#include "runtime/mpi.hpp"
 #include "runtime/sched.hpp"
 #include "core/errors.hpp"
 
@@ -161,76 +164,214 @@ EpochRecord finish_epoch(Sequential& model, const Optimizer& optimizer, const Fi
   return record;
 }
 
+// What the ranks agree on at a step boundary: the first step whose loss was not finite (on the lowest rank that saw
+// one), and the lowest rank's stop request.
+struct StepVerdict {
+  std::int64_t nonfinite_step = -1;
+  int nonfinite_rank = -1;
+  double nonfinite_loss = 0.0;  // NaN, +inf or -inf
+  int stop = 0;
+};
+
+// One value a rank: (nonfinite step + 1) << 10 | loss class << 8 | stop (a signal number fits 8 bits).
+StepVerdict agree(const runtime::Mpi* mpi, int rank, std::int64_t nonfinite_step, double loss, int stop) {
+  if (mpi == nullptr || !mpi->active()) return {nonfinite_step, nonfinite_step >= 0 ? rank : -1, loss, stop};
+  const std::uint64_t kind = std::isnan(loss) ? 1 : loss > 0 ? 2 : 3;
+  const std::uint64_t mine = (nonfinite_step >= 0 ? (static_cast<std::uint64_t>(nonfinite_step) + 1) << 10 | kind << 8
+                                                  : 0) |
+                             static_cast<std::uint64_t>(stop & 0xff);
+  const std::vector<std::uint64_t> all = mpi->all_gather(mine, "agreement on the step's stop and loss");
+  StepVerdict v;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const std::uint64_t step_plus_one = all[r] >> 10;
+    if (step_plus_one > 0 && (v.nonfinite_step < 0 || static_cast<std::int64_t>(step_plus_one - 1) < v.nonfinite_step)) {
+      v.nonfinite_step = static_cast<std::int64_t>(step_plus_one - 1);
+      v.nonfinite_rank = static_cast<int>(r);
+      const std::uint64_t k = (all[r] >> 8) & 3;
+      v.nonfinite_loss = k == 1 ? std::nan("") : k == 2 ? HUGE_VAL : -HUGE_VAL;
+    }
+    if (v.stop == 0) v.stop = static_cast<int>(all[r] & 0xff);
+  }
+  return v;
+}
+
+}  // namespace
+
+StepRows step_rows(const io::Dataset& train, const FitOptions& o, std::int64_t step) {
+  const EpochPlan plan = plan_epochs(train, o);
+  const std::int64_t epoch = step / plan.steps;
+  const std::vector<std::int64_t> order = epoch_order(train.size(), plan.global_batch, o.steps_per_epoch_, o.shuffle_,
+                                                      o.seed_, static_cast<int>(epoch));
+  const std::int64_t first = (step - epoch * plan.steps) * plan.global_batch;
+  const std::int64_t global_rows =
+      std::min<std::int64_t>(plan.global_batch, static_cast<std::int64_t>(order.size()) - first);
+  const TileRange mine = split_rows(global_rows, plan.world)[static_cast<std::size_t>(plan.rank)];
+  const auto begin = order.begin() + first + mine.begin;
+  return {{begin, begin + mine.count}, epoch};
+}
+
+NonFiniteLoss::NonFiniteLoss(std::int64_t step, double loss, int rank)
+    : Error(fmt::format("fit: the loss of step {} is {}{}, expected a finite value: the run diverged (a learning "
+                        "rate too high?) or its data holds non-finite values",
+                        step, loss, rank > 0 ? fmt::format(" on rank {}", rank) : "")),
+      step_(step),
+      rank_(rank) {}
+
+namespace {
+
+// fit()'s loop: epochs of steps, at most two in flight, their statistics read (and their losses checked) in order.
+class FitLoop {
+ public:
+  FitLoop(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& o,
+          const io::Dataset* validation)
+      : engine_(running_engine("fit")),
+        train_(train),
+        o_(o),
+        validation_(validation),
+        plan_(plan_epochs(train, o)),
+        verbose_(o.verbose_ && plan_.rank == 0),
+        steps_(model, optimizer, step_options(o)),
+        global_step_(o.initial_step_),
+        state_{model, optimizer, history_, 0, o.epochs_, global_step_, plan_.steps, false, false, {}} {
+    state_.settle = [this] { settle(); };
+  }
+
+  History run() {
+    for (auto& c : o_.callbacks_) c->on_train_begin(state_);
+    for (int epoch = static_cast<int>(o_.initial_step_ / plan_.steps);
+         epoch < o_.epochs_ && !state_.stop && !state_.stopped_early; ++epoch) {
+      run_epoch(epoch);
+    }
+    for (auto& c : o_.callbacks_) c->on_train_end(state_);
+    engine_.wait_all();
+    return history_;
+  }
+
+ private:
+  void drain_one() {
+    const auto [slot, step] = in_flight_.front();
+    const StepStats stats = steps_.collect(*slot);
+    if (o_.check_finite_ && nonfinite_step_ < 0 && !std::isfinite(stats.sums[kLossSum])) {
+      nonfinite_step_ = step;
+      nonfinite_loss_ = stats.sums[kLossSum];
+    }
+    epoch_stats_ += stats;
+    in_flight_.pop_front();
+    ++done_steps_;
+    if (verbose_) {
+      progress_.update(done_steps_, epoch_stats_.mean(kLossSum), epoch_stats_.mean(kCorrect),
+                       epoch_stats_.rows * plan_.world);
+    }
+  }
+
+  // At a step boundary (before step `next` is submitted, once an epoch's steps are done, or where a callback settles)
+  // the ranks agree: a non-finite loss ends training there on every rank (NonFiniteLoss); returns the stop request.
+  int verdict(std::int64_t next, bool poll) {
+    const int request = poll && o_.stop_when_ ? o_.stop_when_(next) : 0;
+    const StepVerdict v = agree(o_.data_parallel_.mpi, plan_.rank, nonfinite_step_, nonfinite_loss_, request);
+    if (v.nonfinite_step >= 0) {
+      while (!in_flight_.empty()) drain_one();
+      engine_.wait_all();
+      throw NonFiniteLoss(v.nonfinite_step, v.nonfinite_loss, v.nonfinite_rank);
+    }
+    return v.stop;
+  }
+
+  void settle() {
+    while (!in_flight_.empty()) drain_one();
+    verdict(global_step_, false);
+  }
+
+  void run_epoch(int epoch) {
+    state_.epoch = epoch;
+    for (auto& c : o_.callbacks_) c->on_epoch_begin(state_);
+    const std::vector<std::int64_t> order =
+        epoch_order(train_.size(), plan_.global_batch, o_.steps_per_epoch_, o_.shuffle_, o_.seed_, epoch);
+    if (verbose_) progress_.start_epoch(epoch + 1, o_.epochs_, plan_.steps);
+    const auto start = Clock::now();
+    epoch_stats_ = StepStats{};
+    done_steps_ = 0;
+    int stop = 0;
+    for (std::int64_t step = global_step_ - epoch * plan_.steps; step < plan_.steps && stop == 0; ++step) {
+      // At most two steps in flight: the oldest one's metrics are read (and its loss checked) before the next.
+      while (in_flight_.size() >= 2) drain_one();
+      stop = verdict(global_step_, true);
+      if (stop == 0) submit_step(order, step, epoch);
+    }
+    while (!in_flight_.empty()) drain_one();
+    engine_.wait_all();
+    verdict(global_step_, false);
+    if (stop != 0) {
+      // Stopped at a step boundary: no record of the epoch's first steps; the callbacks' on_train_end sees it.
+      history_.stopped_at_step = global_step_;
+      history_.stop_reason = stop;
+      state_.step = global_step_;
+      state_.stopped_early = true;
+      if (verbose_ && epoch_stats_.rows > 0) {
+        progress_.end_epoch(epoch_stats_.mean(kLossSum), epoch_stats_.mean(kCorrect), epoch_stats_.rows, "");
+      }
+      return;
+    }
+    epoch_stats_.sum_over_ranks(o_.data_parallel_.mpi, fmt::format("metrics of epoch {}", epoch + 1));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const EpochRecord record =
+        finish_epoch(state_.model, state_.optimizer, o_, epoch, seconds, epoch_stats_, validation_);
+    if (verbose_) {
+      progress_.end_epoch(record.loss, record.accuracy, record.images,
+                          validation_ == nullptr ? std::string()
+                                                 : fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}",
+                                                               record.val_loss, record.val_accuracy));
+    }
+    history_.epochs.push_back(record);
+    for (auto& c : o_.callbacks_) c->on_epoch_end(state_);
+  }
+
+  // Step `step` of the epoch (global_step_): the callbacks, then its tasks.
+  void submit_step(const std::vector<std::int64_t>& order, std::int64_t step, int epoch) {
+    const std::int64_t first = step * plan_.global_batch;
+    const std::int64_t global_rows =
+        std::min<std::int64_t>(plan_.global_batch, static_cast<std::int64_t>(order.size()) - first);
+    const TileRange mine = split_rows(global_rows, plan_.world)[static_cast<std::size_t>(plan_.rank)];
+    state_.step = global_step_;
+    for (auto& c : o_.callbacks_) c->on_batch_begin(state_);
+    runtime::notify_step_begins(global_step_);
+    StepSlot& s = steps_.slot(mine.count, global_step_);
+    // The slot's buffers are reused once its last step's metrics are read.
+    while (s.pending) drain_one();
+    const auto rows = std::span(order).subspan(static_cast<std::size_t>(first + mine.begin),
+                                               static_cast<std::size_t>(mine.count));
+    steps_.submit(s, StepBatch{&train_, rows, global_rows, global_step_, epoch});
+    in_flight_.emplace_back(&s, global_step_);
+    ++global_step_;
+  }
+
+  runtime::Engine& engine_;
+  const io::Dataset& train_;
+  const FitOptions& o_;
+  const io::Dataset* validation_;
+  const EpochPlan plan_;
+  const bool verbose_;
+  TrainStep steps_;
+  std::deque<std::pair<StepSlot*, std::int64_t>> in_flight_;  // with their global steps
+  ProgressLine progress_;
+  History history_;
+  std::int64_t global_step_;
+  TrainState state_;
+  StepStats epoch_stats_;
+  std::int64_t done_steps_ = 0;
+  std::int64_t nonfinite_step_ = -1;  // the first step collected here whose loss was not finite
+  double nonfinite_loss_ = 0.0;
+};
+
 }  // namespace
 
 History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& o,
             const io::Dataset* validation) {
-  runtime::Engine& engine = running_engine("fit");
+  running_engine("fit");
   check_model_fits(model, train, "fit");
   if (validation != nullptr) check_model_fits(model, *validation, "fit (validation)");
   check_step_options(step_options(o), "fit");
-  const EpochPlan plan = plan_epochs(train, o);
-  const int verbose = o.verbose_ && plan.rank == 0;
-  TrainStep steps(model, optimizer, step_options(o));
-  std::deque<StepSlot*> in_flight;
-  ProgressLine progress;
-  History history;
-  std::int64_t global_step = o.initial_step_;
-  TrainState state{model, optimizer, history, 0, o.epochs_, global_step, plan.steps, 0};
-  for (auto& c : o.callbacks_) c->on_train_begin(state);
-
-  for (int epoch = static_cast<int>(o.initial_step_ / plan.steps); epoch < o.epochs_ && !state.stop; ++epoch) {
-    state.epoch = epoch;
-    for (auto& c : o.callbacks_) c->on_epoch_begin(state);
-    const std::vector<std::int64_t> order =
-        epoch_order(train.size(), plan.global_batch, o.steps_per_epoch_, o.shuffle_, o.seed_, epoch);
-    if (verbose) progress.start_epoch(epoch + 1, o.epochs_, plan.steps);
-    const auto start = Clock::now();
-    StepStats epoch_stats;
-    std::int64_t done_steps = 0;
-    auto drain_one = [&] {
-      epoch_stats += steps.collect(*in_flight.front());
-      in_flight.pop_front();
-      ++done_steps;
-      if (verbose) {
-        progress.update(done_steps, epoch_stats.mean(kLossSum), epoch_stats.mean(kCorrect),
-                        epoch_stats.rows * plan.world);
-      }
-    };
-    for (std::int64_t step = global_step - epoch * plan.steps; step < plan.steps; ++step) {
-      const std::int64_t first = step * plan.global_batch;
-      const std::int64_t global_rows =
-          std::min<std::int64_t>(plan.global_batch, static_cast<std::int64_t>(order.size()) - first);
-      const TileRange mine = split_rows(global_rows, plan.world)[static_cast<std::size_t>(plan.rank)];
-      state.step = global_step;
-      for (auto& c : o.callbacks_) c->on_batch_begin(state);
-      runtime::notify_step_begins(global_step);
-      StepSlot& s = steps.slot(mine.count, global_step);
-      // At most two steps in flight: the oldest one's metrics are read before its buffers are reused.
-      while (s.pending || in_flight.size() >= 2) drain_one();
-      const auto rows = std::span(order).subspan(static_cast<std::size_t>(first + mine.begin),
-                                                 static_cast<std::size_t>(mine.count));
-      steps.submit(s, StepBatch{&train, rows, global_rows, global_step, epoch});
-      in_flight.push_back(&s);
-      ++global_step;
-    }
-    while (!in_flight.empty()) drain_one();
-    engine.wait_all();
-    epoch_stats.sum_over_ranks(o.data_parallel_.mpi, fmt::format("metrics of epoch {}", epoch + 1));
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    const EpochRecord record = finish_epoch(model, optimizer, o, epoch, seconds, epoch_stats, validation);
-    if (verbose) {
-      progress.end_epoch(record.loss, record.accuracy, record.images,
-                         validation == nullptr ? std::string()
-                                               : fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}",
-                                                             record.val_loss, record.val_accuracy));
-    }
-    history.epochs.push_back(record);
-    for (auto& c : o.callbacks_) c->on_epoch_end(state);
-  }
-  for (auto& c : o.callbacks_) c->on_train_end(state);
-  engine.wait_all();
-  return history;
+  return FitLoop(model, optimizer, train, o, validation).run();
 }
 
 namespace {

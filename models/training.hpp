@@ -6,17 +6,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
 
-#include "codelets/loss.hpp"
+#include "codelets/kinds.hpp"
+#include "core/errors.hpp"
 #include "core/augment_options.hpp"
 #include "io/dataset.hpp"
+#include "models/data_parallel.hpp"
 #include "models/optimizer.hpp"
 #include "models/sequential.hpp"
-#include "models/train_step.hpp"
-#include "runtime/mpi.hpp"
 
 namespace dtnn {
 
@@ -37,6 +38,10 @@ struct EpochRecord {
 
 struct History {
   std::vector<EpochRecord> epochs;
+  // Set when FitOptions::stop_when ended training at a step boundary: the first step not run (where a resumed run
+  // starts), and the poll's value (a signal number, say). -1 and 0 when training ran to its end.
+  std::int64_t stopped_at_step = -1;
+  int stop_reason = 0;
   [[nodiscard]] double train_seconds() const;
   [[nodiscard]] std::int64_t images() const;
   [[nodiscard]] double images_per_second() const;
@@ -68,6 +73,27 @@ struct TrainState {
   std::int64_t step = 0;      // global step index (0-based), the one about to run in on_batch_begin
   std::int64_t steps_per_epoch = 0;
   bool stop = false;          // set to end training after this epoch
+  // on_train_end: training ended at a step boundary at FitOptions::stop_when's request (History::stopped_at_step).
+  bool stopped_early = false;
+  // Waits for the steps in flight and reads their statistics: a step whose loss is not finite throws NonFiniteLoss
+  // here. For a callback about to save the weights (every rank calls it at the same point: it agrees over the
+  // ranks).
+  std::function<void()> settle;
+};
+
+// A step whose loss is not finite (NaN or infinite), which fit() refuses to train past: with FitOptions::
+// check_finite (the default) it waits for the steps in flight and throws this, every rank of a data-parallel run
+// at the same step. The weights then hold that step's update (and perhaps the next one's): nothing should be
+// saved from them.
+class NonFiniteLoss : public Error {
+ public:
+  NonFiniteLoss(std::int64_t step, double loss, int rank);
+  [[nodiscard]] std::int64_t step() const { return step_; }  // the global step (0-based)
+  [[nodiscard]] int rank() const { return rank_; }            // the lowest rank that saw it
+
+ private:
+  std::int64_t step_;
+  int rank_;
 };
 
 struct FitOptions {
@@ -92,6 +118,13 @@ struct FitOptions {
   FitOptions& initial_step(std::int64_t step) { initial_step_ = step; return *this; }
   // Storage of the activations and gradients of the training steps and of evaluation (TrainStepOptions::activations).
   FitOptions& activations(Storage s) { activations_ = s; return *this; }
+  // Polled on the driver thread before each step is submitted, with that step's global index: a non-zero value
+  // (e.g. the signal a handler recorded) ends training at that step boundary once the steps in flight are done.
+  // Under data parallelism the ranks agree on it (one small collective a step), so that a request on one rank stops
+  // every rank at the same step. History::stopped_at_step and TrainState::stopped_early tell the callbacks.
+  FitOptions& stop_when(std::function<int(std::int64_t step)> poll) { stop_when_ = std::move(poll); return *this; }
+  // true (default): a step whose loss is not finite ends training with NonFiniteLoss (see there).
+  FitOptions& check_finite(bool on) { check_finite_ = on; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -107,6 +140,8 @@ struct FitOptions {
   float label_smoothing_ = 0.0f;
   std::int64_t initial_step_ = 0;
   Storage activations_ = Storage::kTransient;
+  std::function<int(std::int64_t)> stop_when_;
+  bool check_finite_ = true;
 };
 
 struct EvalOptions {
@@ -136,6 +171,14 @@ struct EvalResult {
   std::int64_t samples = 0;
   double seconds = 0.0;
 };
+
+// The rows of `train` that this rank trains at global step `step` under `options` (those fit submits), in order,
+// and the epoch of that step.
+struct StepRows {
+  std::vector<std::int64_t> rows;
+  std::int64_t epoch = 0;
+};
+StepRows step_rows(const io::Dataset& train, const FitOptions& options, std::int64_t step);
 
 // Trains with the loss of the options (softmax + categorical cross-entropy by default). validation may be null.
 History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& options,

@@ -337,7 +337,10 @@ void Engine::record_started(const std::string& scheduler) {
   if (cores_ < machine_cores_) worker_cpus_ = cpu_worker_cpus();
 #endif
   cuda_workers_ = static_cast<int>(starpu_cuda_worker_get_count());
-  options_.scheduler_ = scheduler;
+  // The policy StarPU runs, by its own name: STARPU_SCHED overrides the name asked for, and "heft" runs dmda. The
+  // global scheduling context is context 0.
+  const starpu_sched_policy* running = starpu_sched_ctx_get_sched_policy(0);
+  options_.scheduler_ = running != nullptr && running->policy_name != nullptr ? running->policy_name : scheduler;
 }
 
 Engine::~Engine() {

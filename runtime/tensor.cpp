@@ -9,10 +9,23 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <starpu.h>
 
 #include "core/errors.hpp"
 
 namespace dtnn {
+namespace {
+
+starpu_data_access_mode starpu_mode(Tensor::HostMode mode) {
+  switch (mode) {
+    case Tensor::HostMode::kWrite: return STARPU_W;
+    case Tensor::HostMode::kReadWrite: return STARPU_RW;
+    case Tensor::HostMode::kRead: break;
+  }
+  return STARPU_R;
+}
+
+}  // namespace
 
 std::int64_t numel(const Shape& shape) {
   std::int64_t n = 1;
@@ -151,7 +164,7 @@ starpu_data_handle_t Tensor::handle() const {
   return handles_[0];
 }
 
-Tensor::HostAccess::HostAccess(const Tensor& t, starpu_data_access_mode mode)
+Tensor::HostAccess::HostAccess(const Tensor& t, HostMode mode)
     : tensor_(&t), ptr_(t.data_), count_(t.numel_) {
   if (!t.defined()) {
     throw InvalidArgument("Tensor: host access to an undefined tensor");
@@ -161,7 +174,7 @@ Tensor::HostAccess::HostAccess(const Tensor& t, starpu_data_access_mode mode)
                                       to_string(t.shape_), t.handles_.size()));
   }
   for (std::size_t i = 0; i < t.handles_.size(); ++i) {
-    const int rc = starpu_data_acquire(t.handles_[i], mode);
+    const int rc = starpu_data_acquire(t.handles_[i], starpu_mode(mode));
     if (rc != 0) {
       for (std::size_t j = 0; j < i; ++j) starpu_data_release(t.handles_[j]);
       throw RuntimeError(fmt::format("Tensor {}: starpu_data_acquire failed ({})", to_string(t.shape_), rc));

@@ -4,12 +4,15 @@
 // a layer submits one task per tile. Parameters and other unbatched tensors have a single tile.
 #pragma once
 
-#include <starpu.h>
-
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+// StarPU's handle type, declared as starpu_data.h declares it: a program that builds and trains models through the
+// public headers compiles without StarPU's headers, and code that submits tasks includes starpu.h as well.
+struct _starpu_data_state;
+typedef struct _starpu_data_state* starpu_data_handle_t;
 
 namespace dtnn {
 
@@ -67,11 +70,14 @@ class Tensor {
   // values: the tensor, its shape and handles do not change.
   void discard() const;
 
+  // What host code does with the values: STARPU_R, STARPU_W and STARPU_RW.
+  enum class HostMode { kRead, kWrite, kReadWrite };
+
   // Scoped host access: acquires every tile in the given mode (waiting for the tasks that use them),
   // releases them on destruction. A transient tensor must have a single tile (its tiles are separate buffers).
   class HostAccess {
    public:
-    HostAccess(const Tensor& t, starpu_data_access_mode mode);
+    HostAccess(const Tensor& t, HostMode mode);
     ~HostAccess();
     HostAccess(const HostAccess&) = delete;
     HostAccess& operator=(const HostAccess&) = delete;
@@ -83,9 +89,9 @@ class Tensor {
     float* ptr_;
     std::int64_t count_;
   };
-  [[nodiscard]] HostAccess read() const { return HostAccess(*this, STARPU_R); }
-  [[nodiscard]] HostAccess write() { return HostAccess(*this, STARPU_W); }
-  [[nodiscard]] HostAccess read_write() { return HostAccess(*this, STARPU_RW); }
+  [[nodiscard]] HostAccess read() const { return HostAccess(*this, HostMode::kRead); }
+  [[nodiscard]] HostAccess write() { return HostAccess(*this, HostMode::kWrite); }
+  [[nodiscard]] HostAccess read_write() { return HostAccess(*this, HostMode::kReadWrite); }
 
   // Host-side conveniences (each waits for pending tasks on the tensor).
   [[nodiscard]] std::vector<float> to_vector() const;

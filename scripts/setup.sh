@@ -23,6 +23,8 @@
 # Simulation: `test` also builds the SimGrid variant of StarPU (scripts/build_starpu.sh --simgrid, Debian's
 # libsimgrid-dev) and dtnn's simulation configuration against it in build-simgrid (DTNN_SIMGRID=ON: the program
 # and the simulation tests, docs/simulation.md); `simgrid` does only that.
+# Tests: `test` runs them with DTNN_TEST_STRICT=1 unless told otherwise: it installed PyTorch, h5py and Fashion-MNIST
+# and built StarPU with FxT, so a test that would skip for want of one fails instead (tests/support/environment.hpp).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,6 +72,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "$action" = test ]; then
+  export DTNN_TEST_STRICT="${DTNN_TEST_STRICT:-1}"
 fi
 
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"
@@ -150,7 +156,11 @@ case "$action" in
       --report "$build/train-report.json"
     ;;
   test)
-    (cd "$build" && ctest --output-on-failure --timeout 1200)
+    # Each test's duration as JUnit XML (ctest's entries, GoogleTest's cases), then the slowest listed: the suite's
+    # time is managed with numbers (docs/testing.md).
+    rm -rf "$build/test-results"
+    (cd "$build" && ctest --output-on-failure --timeout 1200 --output-junit "$build/test-results/ctest.xml")
+    python3 "$here/scripts/slowest_tests.py" "$build/test-results"
     if [ "$cuda_mode" != 0 ] && [ "$have_nvcc" = 1 ]; then
       # The CUDA configuration: compiles and links everywhere nvcc exists; its CUDA tests compare every codelet
       # on a GPU with its CPU version (they skip without a GPU). With a GPU, the whole suite runs in it too.

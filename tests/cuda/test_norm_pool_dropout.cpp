@@ -9,6 +9,8 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "codelets/batch_norm.hpp"
 #include "codelets/dropout.hpp"
 #include "codelets/pooling.hpp"

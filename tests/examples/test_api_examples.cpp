@@ -8,6 +8,7 @@
 #include <string>
 
 #include "examples/program.hpp"
+#include "support/environment.hpp"
 
 namespace {
 
@@ -27,7 +28,7 @@ double printed_accuracy(const std::string& output) {
 
 // The README's example: a CNN trained one epoch on Fashion-MNIST learns it.
 TEST(ApiExampleTest, TrainsACnnOnFashionMnist) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!have_fashion_mnist()) DTNN_SKIP_UNLESS_STRICT("dataset-fashion-mnist is not installed");
   const auto r = run_program(built_program("api_example"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_GT(printed_accuracy(r.output), 80.0) << r.output;
@@ -36,7 +37,7 @@ TEST(ApiExampleTest, TrainsACnnOnFashionMnist) {
 // A layer of one's own: its forward tasks match the formula, its slope-0 case trains dtnn's ReLU's weights bit for
 // bit, and a CNN with it learns.
 TEST(ApiExampleTest, CustomLayerChecksItselfAndTrains) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  if (!have_fashion_mnist()) DTNN_SKIP_UNLESS_STRICT("dataset-fashion-mnist is not installed");
   const auto r = run_program(built_program("custom_layer"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("forward: 0 of 640 outputs differ"), std::string::npos) << r.output;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "examples/program.hpp"
+#include "support/environment.hpp"
 
 namespace {
 
@@ -86,7 +87,9 @@ bool have_fashion_mnist() {
 }
 
 TEST(ReadmeTest, EveryProgramCommandRuns) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed (the README trains on it)";
+  if (!have_fashion_mnist()) {
+    DTNN_SKIP_UNLESS_STRICT("dataset-fashion-mnist is not installed (the README trains on it)");
+  }
   const std::vector<std::string> commands = shell_commands(fs::path(DTNN_SOURCE_DIR) / "README.md");
   const fs::path scratch = fs::temp_directory_path() / ("dtnn-readme-" + std::to_string(::getpid()));
   fs::create_directories(scratch / "build");  // the commands run from the clone's top, where build/ exists

@@ -24,6 +24,7 @@
 #include "io/hdf5.hpp"
 #include "io/io_test_util.hpp"
 #include "core/errors.hpp"
+#include "support/environment.hpp"
 
 // For the whole test_io binary under -DDTNN_SANITIZE=ON. HDF5 1.10.8 (Debian 12) leaks an object header when
 // loading a damaged one fails its checksum (fixed upstream: HDFGroup/hdf5#4445, #4477), which the flipped-byte
@@ -580,7 +581,7 @@ std::string tool(const char* name) { return (fs::path(DTNN_SOURCE_DIR) / "tools"
 
 TEST(CheckpointPythonTest, RoundTripThroughAPyTorchStateDict) {
   if (!python_has_torch_and_h5py()) {
-    GTEST_SKIP() << kPython << " lacks torch or h5py (apt-get install python3-torch python3-h5py)";
+    DTNN_SKIP_UNLESS_STRICT(kPython << " lacks torch or h5py (apt-get install python3-torch python3-h5py)");
   }
   TempDir tmp;
   const Checkpoint c = small_checkpoint();
@@ -620,7 +621,7 @@ m.load_state_dict(sd, strict=True)
 
 TEST(CheckpointPythonTest, PyTorchModelStateDictBecomesALoadableCheckpoint) {
   if (!python_has_torch_and_h5py()) {
-    GTEST_SKIP() << kPython << " lacks torch or h5py (apt-get install python3-torch python3-h5py)";
+    DTNN_SKIP_UNLESS_STRICT(kPython << " lacks torch or h5py (apt-get install python3-torch python3-h5py)");
   }
   TempDir tmp;
   const std::string make = R"(

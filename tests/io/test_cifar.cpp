@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <system_error>
@@ -234,15 +238,60 @@ TEST(ReadCifar10FileTest, UnreadableFiles) {
                                      {(dir / "folder.bin").string(), "expected a regular file, got a directory"}));
 }
 
-TEST(ReadCifar10FileTest, PermissionDenied) {
-  if (::geteuid() == 0) {
-    GTEST_SKIP() << "root reads files whatever their permissions";
+// The check of ReadCifar10FileTest.PermissionDenied as `user` (by name) in a child process, which root can become:
+// whether it passed, then its message. Empty when the child could not become the user.
+std::string check_as_user(const char* user, const std::function<::testing::AssertionResult()>& check) {
+  const passwd* pw = ::getpwnam(user);
+  if (pw == nullptr) return "";
+  const uid_t uid = pw->pw_uid;
+  const gid_t gid = pw->pw_gid;
+  int fds[2];
+  if (::pipe(fds) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string result;
+    if (::setgroups(0, nullptr) == 0 && ::setgid(gid) == 0 && ::setuid(uid) == 0) {
+      const ::testing::AssertionResult r = check();
+      result = (r ? "1" : "0") + std::string(r.message());
+    }
+    ssize_t written = 0;
+    while (written < static_cast<ssize_t>(result.size())) {
+      const ssize_t n = ::write(fds[1], result.data() + written, result.size() - static_cast<std::size_t>(written));
+      if (n <= 0) break;
+      written += n;
+    }
+    ::_exit(0);
   }
+  ::close(fds[1]);
+  std::string result;
+  char buf[512];
+  ssize_t n = 0;
+  while ((n = ::read(fds[0], buf, sizeof(buf))) > 0) result.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  return result;
+}
+
+// Root reads files whatever their permissions: as root the read runs in a child process that became the
+// unprivileged user nobody.
+TEST(ReadCifar10FileTest, PermissionDenied) {
   TempDir dir;
   write_file(dir / "locked.bin", cifar10_file({{1, 0}}));
   fs::permissions(dir / "locked.bin", fs::perms::none);
-  EXPECT_TRUE(throws_with<DataError>([&] { read_cifar10_file(dir / "locked.bin", "toy"); },
-                                     {(dir / "locked.bin").string(), "cannot open", "ermission denied"}));
+  const auto check = [&] {
+    return throws_with<DataError>([&] { read_cifar10_file(dir / "locked.bin", "toy"); },
+                                  {(dir / "locked.bin").string(), "cannot open", "ermission denied"});
+  };
+  if (::geteuid() != 0) {
+    EXPECT_TRUE(check());
+    return;
+  }
+  // nobody must reach the file: the folder open to all (the file itself stays closed to all).
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  const std::string result = check_as_user("nobody", check);
+  if (result.empty()) GTEST_SKIP() << "root could not become the user nobody here";
+  EXPECT_EQ(result[0], '1') << "as nobody: " << result.substr(1);
 }
 
 TEST(LoadCifar100Test, FineLabelsByDefault) {

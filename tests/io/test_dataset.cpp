@@ -22,6 +22,7 @@
 #include "io/dataset.hpp"
 #include "io/io_test_util.hpp"
 #include "core/errors.hpp"
+#include "support/environment.hpp"
 
 namespace dtnn::io {
 namespace {
@@ -353,7 +354,7 @@ TEST(SyntheticDatasetTest, RejectsBadArguments) {
 TEST(FashionMnistTest, InstalledDatasetLoads) {
   const fs::path dir = default_fashion_mnist_dir();
   if (!fs::is_directory(dir)) {
-    GTEST_SKIP() << "Fashion-MNIST not installed at " << dir << " (package dataset-fashion-mnist)";
+    DTNN_SKIP_UNLESS_STRICT("Fashion-MNIST not installed at " << dir << " (package dataset-fashion-mnist)");
   }
   const TrainTest data = load_mnist_like(dir, "fashion-mnist");
   for (const Dataset* d : {&data.train, &data.test}) {

@@ -252,7 +252,10 @@ TEST(AugmentSeedTest, DistinctAcrossEpochsAndSamples) {
     }
   }
   EXPECT_EQ(seeds.size(), 2u * 50u * 100u);
-  EXPECT_EQ(augment_seed(7, 3, 11), augment_seed(7, 3, 11));
+  // Each argument has its own place: swapping two of them gives another seed.
+  EXPECT_NE(augment_seed(7, 3, 11), augment_seed(3, 7, 11));
+  EXPECT_NE(augment_seed(7, 3, 11), augment_seed(7, 11, 3));
+  EXPECT_NE(augment_seed(7, 3, 11), augment_seed(11, 3, 7));
 }
 
 TEST(AugmentOptionsTest, RejectsBadValues) {

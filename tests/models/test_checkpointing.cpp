@@ -70,7 +70,8 @@ void expect_exact_resume(MakeOptimizer make_optimizer, const std::string& label)
     Sequential first = net(12);
     first.build({2, 8, 8}, 3);
     auto opt_b = make_optimizer();
-    auto saver = std::make_shared<CheckpointCallback>(directory, CheckpointMeta{"net", "{}", 1}, 4, "loss", 0);
+    auto saver = std::make_shared<CheckpointCallback>(directory, CheckpointMeta{"net", "{}", 1},
+                                                       CheckpointOptions().every_steps(4));
     EXPECT_THROW(fit(first, *opt_b, data, options().callback(saver).callback(std::make_shared<Crash>(10))),
                  std::runtime_error);
   }

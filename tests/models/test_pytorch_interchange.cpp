@@ -14,6 +14,7 @@
 #include "models/checkpointing.hpp"
 #include "models/optimizers.hpp"
 #include "models/zoo.hpp"
+#include "support/environment.hpp"
 
 namespace dtnn {
 namespace {
@@ -39,7 +40,7 @@ std::vector<float> read_floats(const fs::path& file, std::size_t count) {
 int run(const std::string& command) { return std::system((command + " 2>&1").c_str()); }
 
 TEST(PytorchInterchangeTest, Resnet18Cifar10GivesTheSameLogitsInPyTorch) {
-  if (!python_has_torch_and_h5py()) GTEST_SKIP() << "/usr/bin/python3 cannot import torch and h5py";
+  if (!python_has_torch_and_h5py()) DTNN_SKIP_UNLESS_STRICT("/usr/bin/python3 cannot import torch and h5py");
   const fs::path dir = fs::temp_directory_path() / ("dtnn-torch-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const models::ModelInfo& info = models::find("resnet18_cifar10");

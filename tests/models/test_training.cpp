@@ -21,6 +21,7 @@
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"
 #include "runtime/trace.hpp"
+#include "support/environment.hpp"
 
 namespace dtnn {
 namespace {
@@ -404,7 +405,9 @@ TEST(PredictTest, ProbabilitiesSumToOneAndAgreeWithEvaluate) {
 // The acceptance run, shortened: a fixed 6,000-image subset of Fashion-MNIST.
 TEST(FashionMnistTest, SubsetReachesEightyPercent) {
   const auto dir = io::default_fashion_mnist_dir();
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " is absent (apt-get install dataset-fashion-mnist)";
+  if (!std::filesystem::exists(dir)) {
+    DTNN_SKIP_UNLESS_STRICT(dir << " is absent (apt-get install dataset-fashion-mnist)");
+  }
   io::TrainTest data = io::load_mnist_like(dir, "fashion-mnist");
   const io::Dataset train = data.train.stratified_subset(6000, 1);
   const io::Dataset test = data.test.stratified_subset(2000, 2);

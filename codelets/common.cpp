@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/common.hpp"
+
+#include <fmt/format.h>
+
+namespace dtnn::codelets {
+
+runtime::TaskInfo task_info(const TaskTag& tag, std::string_view pass, int tile, double flops, std::string& storage) {
+  storage = fmt::format("{}:{}", tag.layer, pass);
+  return runtime::TaskInfo{storage, tile, flops, tag.priority};
+}
+
+void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor& b) {
+  if (a.tiles() != b.tiles() || a.shape()[0] != b.shape()[0]) {
+    throw InvalidArgument(fmt::format("{}: tensors {} ({} tiles) and {} ({} tiles) are not tiled alike", tag.layer,
+                                      to_string(a.shape()), a.tiles(), to_string(b.shape()), b.tiles()));
+  }
+}
+
+}  // namespace dtnn::codelets

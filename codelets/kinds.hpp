@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: Apache-2.0
+// The task variants that the public API names (Conv2dOptions, the activation layers, FitOptions' loss), without
+// StarPU: the layers' and the training loop's headers include this one, not the codelets' headers, so that a
+// program that builds and trains models compiles without StarPU's headers.
+#pragma once
+
+namespace dtnn::codelets {
+
+enum class ConvAlgorithm {
+  kConvgemm,  // implicit im2col inside a BLIS-style GEMM (no workspace)
+  kIm2col,    // explicit im2col + bli_sgemm (the baseline)
+  kWinograd,  // Winograd F(2x2, 3x3) forward and backward-data (3x3 stride-1 shapes only:
+              // kernels::cpu::winograd_fits); backward-weights by convgemm
+};
+
+const char* to_string(ConvAlgorithm a);
+
+enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu };
+
+struct ActivationSpec {
+  ActivationKind kind = ActivationKind::kSigmoid;
+  float param = 0.0f;  // LeakyReLU: negative slope; ELU: alpha; unused otherwise
+};
+
+enum class LossKind {
+  kCategoricalCrossEntropy,  // softmax + cross-entropy (single-label classification)
+  kBinaryCrossEntropy,       // sigmoid + binary cross-entropy per class (multi-label)
+};
+
+const char* to_string(LossKind k);
+
+// What the BatchNorm forward task does after normalising (codelets/batch_norm.hpp).
+struct BatchNormEpilogue;
+
+}  // namespace dtnn::codelets
