@@ -23,12 +23,14 @@ system's libblas.so.3 (BLIS or OpenBLAS, whichever Debian's alternative points t
 allocator that keeps its memory (jemalloc, else tcmalloc, else glibc's malloc with tunables that stop it from
 returning large blocks to the kernel: glibc's default page-faults PyTorch's tensors in again every step), its BLAS
 in the configuration dtnn found best (BLIS_ARCH_TYPE), and channels-last where it is faster (measured per model
-and precision by a short run of each layout before the timed runs). --peer as-was is the benchmark before issue
-37: glibc's default malloc, NCHW, the BLAS as installed. The header and the JSON say how PyTorch ran, with its
-minor page faults per timed step.
+and precision by a short run of each layout before the timed runs), and ATen's AVX-512 kernels where they are
+faster than its own choice (PyTorch 1.13 picks AVX2 on AMD's AVX-512 CPUs; probed with the layout). --peer as-was
+is the benchmark before issue 37: glibc's default malloc, NCHW, the BLAS as installed. The header, the table and
+the JSON say how PyTorch ran, with its minor page faults per timed step.
 
 --precision fp32,bf16 runs each model in each precision: dtnn --precision bf16 against PyTorch's bf16 autocast
-(torch.autocast("cpu", torch.bfloat16): convolutions and matmuls in bf16, the rest in fp32).
+(torch.autocast("cpu", torch.bfloat16): convolutions and matmuls in bf16, the rest in fp32). An entry OURS:THEIRS
+pairs different precisions: fp32:bf16 is dtnn in fp32 against PyTorch's bf16 autocast.
 
 --max-isa caps the instruction set of both sides: dtnn through DTNN_MAX_CPU_ISA (its kernels and BLIS), PyTorch
 through ATEN_CPU_CAPABILITY (avx2, or default for generic), DNNL_MAX_CPU_ISA (AVX512_CORE, AVX2, SSE41) and, below
@@ -199,6 +201,20 @@ def torch_env(max_isa, dtnn_engine, peer, allocator):
         f"; allocator: {alloc_said}"
 
 
+# The ATen capabilities that --peer best tries on an AVX-512 CPU: its own choice, and AVX-512.
+ATEN_CHOICES = ("as-set", "avx512")
+
+
+def cpu_has(flag):
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and flag in line.split() for line in f)
+
+
+def aten_env(env, capability):
+    """env with ATEN_CPU_CAPABILITY=capability (as-set: env unchanged)."""
+    return env if capability == "as-set" else dict(env, ATEN_CPU_CAPABILITY=capability)
+
+
 def run_child(cmd, env=None):
     """Runs cmd to completion; returns its stdout and its peak resident set in MiB (the child's own ru_maxrss)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -267,10 +283,13 @@ def main():
                          "DNNL_MAX_CPU_ISA and its BLAS's variable)")
     ap.add_argument("--json", help="also write the results to this file")
     a = ap.parse_args()
-    precisions = a.precision.split(",")
-    for p in precisions:
-        if p not in ("fp32", "bf16"):
-            ap.error(f"--precision: '{p}', expected fp32 or bf16 (comma-separated)")
+    precisions = []
+    for entry in a.precision.split(","):
+        pair = entry.split(":")
+        if len(pair) > 2 or any(p not in ("fp32", "bf16") for p in pair):
+            ap.error(f"--precision: '{entry}', expected fp32, bf16 or DTNN:PYTORCH such as fp32:bf16 "
+                     f"(comma-separated)")
+        precisions.append((pair[0], pair[-1]))
 
     import torch  # noqa: E402  (only for its version string)
     results, engine, torch_said, capability = {}, "", "", ""
@@ -279,27 +298,35 @@ def main():
         imagenet = model.endswith("_imagenet")
         steps = a.imagenet_steps if imagenet else a.steps if model != "simplecnn" else max(a.steps, 150)
         batch = a.imagenet_batch if imagenet else a.batch
-        for precision in precisions:
-            key = model if precision == "fp32" else f"{model}:{precision}"
-            layout, probe = "contiguous", {}
+        for ours_precision, precision in precisions:
+            label = precision if ours_precision == precision else f"{ours_precision}:{precision}"
+            key = model if label == "fp32" else f"{model}:{label}"
+            layout, aten, probe = "contiguous", "as-set", {}
             if a.peer == "best":
                 layout = a.torch_memory_format
+                # ATen picks AVX2 on some AVX-512 CPUs (1.13 on this Zen 5); its AVX-512 kernels may be faster.
+                if not a.max_isa or a.max_isa == "avx512":
+                    aten = "auto" if "ATEN_CPU_CAPABILITY" not in os.environ and cpu_has("avx512f") else "as-set"
             ours, theirs, our_rss, their_rss, faults = [], [], [], [], []
             for r in range(a.runs):
                 ips, rss, engine = run_dtnn(a.dtnn, model, steps, batch, a.threads, a.tiles, a.data, a.conv,
-                                            a.dtnn_args.split(), a.max_isa, precision)
+                                            a.dtnn_args.split(), a.max_isa, ours_precision)
                 ours.append(ips)
                 our_rss.append(rss)
                 env, torch_said = torch_env(a.max_isa, engine, a.peer, a.torch_allocator)
-                if layout == "auto":
-                    # A short run of each layout, once per model and precision; the faster one is timed.
+                if layout == "auto" or aten == "auto":
+                    # A short run of each layout and ATen capability, once per model and precision; the fastest
+                    # is timed.
                     probe_steps = max(2, min(steps, 3 if imagenet else 10))
-                    for candidate in ("contiguous", "channels_last"):
-                        probe[candidate] = run_torch(model, probe_steps, batch, a.threads, a.data, env, candidate,
-                                                     precision)[0]
-                    layout = max(probe, key=probe.get)
-                    print(f"{key}: PyTorch layout probe ({probe_steps} steps): " +
-                          ", ".join(f"{k} {v:.1f} images/s" for k, v in probe.items()) + f" -> {layout}", flush=True)
+                    for lay in (("contiguous", "channels_last") if layout == "auto" else (layout,)):
+                        for cap in (ATEN_CHOICES if aten == "auto" else (aten,)):
+                            probe[f"{lay}/{cap}"] = run_torch(model, probe_steps, batch, a.threads, a.data,
+                                                              aten_env(env, cap), lay, precision)[0]
+                    layout, aten = max(probe, key=probe.get).split("/")
+                    print(f"{key}: PyTorch probe ({probe_steps} steps): " +
+                          ", ".join(f"{k} {v:.1f} images/s" for k, v in probe.items()) +
+                          f" -> {layout}/{aten}", flush=True)
+                env = aten_env(env, aten)
                 ips, rss, capability, fault = run_torch(model, steps, batch, a.threads, a.data, env, layout,
                                                         precision)
                 theirs.append(ips)
@@ -308,28 +335,30 @@ def main():
                 print(f"{key} run {r + 1}: dtnn {ours[-1]:9.1f} images/s {our_rss[-1]:7.0f} MiB   "
                       f"PyTorch {theirs[-1]:9.1f} images/s {their_rss[-1]:7.0f} MiB ({fault:.0f} page faults/step)",
                       flush=True)
-            results[key] = {"model": model, "precision": precision, "dtnn": ours, "pytorch": theirs, "steps": steps,
+            results[key] = {"model": model, "precision": label, "dtnn_precision": ours_precision,
+                            "pytorch_precision": precision, "dtnn": ours, "pytorch": theirs, "steps": steps,
                             "batch": batch, "ratio": med(ours) / med(theirs),
                             "dtnn_peak_rss_mib": our_rss, "pytorch_peak_rss_mib": their_rss,
                             "peak_rss_ratio": med(our_rss) / med(their_rss),
-                            "pytorch_layout": layout, "pytorch_layout_probe": probe,
+                            "pytorch_layout": layout, "pytorch_aten_capability": capability,
+                            "pytorch_probe": probe,
                             "pytorch_minor_faults_per_step": faults}
     print(f"\n{a.threads} threads each, medians of {a.runs} runs, first epoch untimed; peak RSS of each process")
     options = f"--conv {a.conv}, --tiles {a.tiles} {a.dtnn_args}".rstrip()
     print(f"dtnn: {engine}; {options}{'; DTNN_MAX_CPU_ISA=' + a.max_isa if a.max_isa else ''}")
-    print(f"PyTorch {torch.__version__} (--peer {a.peer}): ATen CPU capability {capability}; {torch_said}\n")
-    print(f"{'model':20} {'prec':>4} {'batch':>5} {'steps':>5} {'dtnn img/s':>11} {'PyTorch img/s':>14} {'ratio':>6} "
-          f"{'dtnn MiB':>9} {'PyTorch MiB':>12} {'ratio':>6}  PyTorch layout, faults/step")
+    print(f"PyTorch {torch.__version__} (--peer {a.peer}): {torch_said}\n")
+    print(f"{'model':20} {'prec':>9} {'batch':>5} {'steps':>5} {'dtnn img/s':>11} {'PyTorch img/s':>14} {'ratio':>6} "
+          f"{'dtnn MiB':>9} {'PyTorch MiB':>12} {'ratio':>6}  PyTorch layout, ATen, faults/step")
     for key, r in results.items():
-        print(f"{r['model']:20} {r['precision']:>4} {r['batch']:5d} {r['steps']:5d} {med(r['dtnn']):11.1f} "
+        print(f"{r['model']:20} {r['precision']:>9} {r['batch']:5d} {r['steps']:5d} {med(r['dtnn']):11.1f} "
               f"{med(r['pytorch']):14.1f} {r['ratio']:6.2f} {med(r['dtnn_peak_rss_mib']):9.0f} "
-              f"{med(r['pytorch_peak_rss_mib']):12.0f} {r['peak_rss_ratio']:6.2f}  {r['pytorch_layout']}, "
+              f"{med(r['pytorch_peak_rss_mib']):12.0f} {r['peak_rss_ratio']:6.2f}  {r['pytorch_layout']}, {r['pytorch_aten_capability']}, "
               f"{med(r['pytorch_minor_faults_per_step']):.0f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"results": results, "threads": a.threads, "engine": engine, "dtnn_args": a.dtnn_args,
                        "max_isa": a.max_isa, "peer": a.peer,
-                       "pytorch": {"version": torch.__version__, "cpu_capability": capability,
+                       "pytorch": {"version": torch.__version__,
                                    "environment": torch_said}},
                       f, indent=2)
 

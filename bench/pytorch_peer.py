@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""PyTorch at its best on a CPU, for the benchmarks that compare with it (compare_pytorch.py, gpu_pytorch.py
---device cpu): the environment its CPU tuning guide recommends, and words saying what was set.
+"""PyTorch at its best on a CPU, for the benchmarks that compare with it (compare_pytorch.py; gpu_pytorch.py's
+--device cpu only rehearses the GPU check and is no comparison): the environment its CPU tuning guide recommends,
+and words saying what was set.
 
 - Allocator: glibc's malloc returns blocks above its mmap threshold to the kernel when they are freed, so a
   training step page-faults every large tensor in again (tens of thousands of minor faults a step); jemalloc or
