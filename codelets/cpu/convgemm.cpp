@@ -1271,6 +1271,149 @@ void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const fl
   }
 }
 
+namespace {
+
+// ---- bf16: the driver of the pair-packed micro-kernels ----
+
+struct Bf16Kernel {
+  bf16gemm_ukr_ft ukr;
+  Blocking blocking;
+};
+
+// MR 32 x NR 8 as avx512_32x8; the cache blocks of skx (KC even, so that pairs never straddle two KC blocks).
+const Bf16Kernel& bf16_kernel(Bf16Math math) {
+  static const Bf16Kernel native{bf16gemm_ukr_avx512bf16_32x8, {32, 8, 384, 480, 3072}};
+  static const Bf16Kernel emulated{bf16gemm_ukr_emulated_32x8, {32, 8, 384, 480, 3072}};
+  if (math == Bf16Math::kEmulated) {
+    return emulated;
+  }
+  if (!cpu_has_avx512_bf16()) {
+    throw InvalidArgument(std::string("bf16 convgemm: this CPU has no AVX512-BF16 (vdpbf16ps)") +
+                          (cpu_isa_setting().capped() ? " at the level DTNN_MAX_CPU_ISA caps it to" : "") +
+                          ", expected a CPU with it (Zen 4 or later, Cooper Lake, Sapphire Rapids) or the emulation");
+  }
+  return native;
+}
+
+struct Bf16Workspace {
+  AlignedFloats scratch, a, b;
+};
+
+Bf16Workspace& bf16_workspace() {
+  thread_local Bf16Workspace ws;
+  return ws;
+}
+
+std::uint32_t* words(AlignedFloats& storage, size_t count) {
+  return reinterpret_cast<std::uint32_t*>(storage.reserve(count));
+}
+
+// c(u, v) = sum over k of U(u, k) V(v, k), overwritten, element (u, v) at c[u + v * ldc]: BLIS's loops as gemm()
+// runs them, u on the MR side. Each block is packed in fp32 by the packers of the fp32 passes, then rounded into
+// pairs micro-panel by micro-panel (while the block is still in cache).
+template <typename PackU, typename PackV>
+void gemm_bf16(const Bf16Kernel& mk, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV&& pack_v, float* c,
+               inc_t ldc) {
+  const Blocking& bs = mk.blocking;
+  const auto pack_pairs = cpu_has_avx512() ? pack_bf16_pairs_avx512 : pack_bf16_pairs;
+  Bf16Workspace& ws = bf16_workspace();
+  const dim_t kc = std::min(bs.kc, k);
+  const dim_t kpc = (kc + 1) / 2;
+  const dim_t a_panels = (std::min(bs.mc, nu) + bs.mr - 1) / bs.mr;
+  const dim_t b_panels = (std::min(bs.nc, nv) + bs.nr - 1) / bs.nr;
+  float* const scratch = ws.scratch.reserve(static_cast<size_t>(std::max(a_panels * bs.mr, b_panels * bs.nr) * kc));
+  std::uint32_t* const a_block = words(ws.a, static_cast<size_t>(a_panels * bs.mr * kpc));
+  std::uint32_t* const b_block = words(ws.b, static_cast<size_t>(b_panels * bs.nr * kpc));
+  const auto pack = [&](auto&& packer, dim_t f0, dim_t fb, dim_t p0, dim_t pb, dim_t width, std::uint32_t* out) {
+    packer(f0, fb, p0, pb, Panels{scratch, static_cast<int>(width), width * pb});
+    const dim_t pairs = (pb + 1) / 2;
+    for (dim_t f = 0; f < fb; f += width) {
+      pack_pairs(scratch + f * pb, pb, static_cast<int>(width), out + f * pairs);
+    }
+  };
+  for (dim_t jc = 0; jc < nv; jc += bs.nc) {
+    const dim_t nb = std::min(bs.nc, nv - jc);
+    for (dim_t pc = 0; pc < k; pc += bs.kc) {
+      const dim_t kb = std::min(bs.kc, k - pc);
+      const dim_t kp = (kb + 1) / 2;
+      pack(pack_v, jc, nb, pc, kb, bs.nr, b_block);
+      const float beta = pc == 0 ? 0.0f : 1.0f;
+      for (dim_t ic = 0; ic < nu; ic += bs.mc) {
+        const dim_t mb = std::min(bs.mc, nu - ic);
+        pack(pack_u, ic, mb, pc, kb, bs.mr, a_block);
+        for (dim_t jr = 0; jr < nb; jr += bs.nr) {
+          for (dim_t ir = 0; ir < mb; ir += bs.mr) {
+            mk.ukr(std::min(bs.mr, mb - ir), std::min(bs.nr, nb - jr), kp, a_block + ir * kp, b_block + jr * kp,
+                   beta, c + (ic + ir) + (jc + jr) * ldc, ldc);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                      Bf16Math math) {
+  const Bf16Kernel& mk = bf16_kernel(math);
+  const Geom g(sh);
+  if (db != nullptr) {
+    bias_bwd_weights(std::max(g.n, 0), g.k, g.plane, dy, db);
+  }
+  const size_t w_group = static_cast<size_t>(std::max(g.kg, 0)) * g.crs;
+  if (w_group == 0) {
+    return;
+  }
+  if (g.npix == 0) {
+    std::fill_n(dw, static_cast<size_t>(sh.groups) * w_group, 0.0f);
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_bwd_weights(g, x, dy, dw);
+    return;
+  }
+  const auto crs = static_cast<dim_t>(g.crs);
+  for (int grp = 0; grp < sh.groups; ++grp) {
+    const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
+    const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
+    float* dwg = dw + static_cast<size_t>(grp) * w_group;
+    const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+      pack_nchw_channels(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
+    };
+    if (g.identity) {
+      gemm_bf16(
+          mk, crs, g.kg, g.npix,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+            pack_nchw_channels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
+          },
+          pack_dy, dwg, crs);
+    } else {
+      gemm_bf16(
+          mk, crs, g.kg, g.npix,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+            pack_im2col_rows(g, xg, f0, fb, p0, pb, out);
+          },
+          pack_dy, dwg, crs);
+    }
+  }
+}
+
+std::size_t convgemm_bf16_workspace_bytes(const Conv2dShape& sh) {
+  const Geom g(sh);
+  if (g.npix == 0 || g.kg <= 0 || g.depthwise()) {
+    return 0;
+  }
+  const Blocking& bs = bf16_kernel(Bf16Math::kEmulated).blocking;
+  const auto crs = static_cast<dim_t>(g.crs);
+  const dim_t kc = std::min(bs.kc, g.npix);
+  const dim_t a = (std::min(bs.mc, crs) + bs.mr - 1) / bs.mr * bs.mr;
+  const dim_t b = (std::min(bs.nc, static_cast<dim_t>(g.kg)) + bs.nr - 1) / bs.nr * bs.nr;
+  // fp32 scratch of the larger block, the two blocks of pairs, and pack_im2col_rows' gathered rows.
+  const dim_t floats = std::max(a, b) * kc + (a + b) * ((kc + 1) / 2) + (g.identity ? 0 : bs.mr * kc);
+  return static_cast<size_t>(floats) * sizeof(float);
+}
+
 std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {
   const Geom g(sh);
   if (g.npix == 0 || g.kg <= 0 || g.depthwise()) {

@@ -96,7 +96,33 @@ template <int MV, int NR>
   }
 }
 
+// The upper halves of x rounded to bf16 as float_to_bf16 (bf16.hpp) rounds, in the upper 16 bits of each lane
+// (the lower 16 are zero).
+inline __m512i round_bf16_high(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), exponent);
+  const __mmask16 tiny = _mm512_testn_epi32_mask(u, exponent);
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+  r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+}
+
 }  // namespace
+
+void pack_bf16_pairs_avx512(const float* src, dim_t rows, int width, std::uint32_t* dst) {
+  for (dim_t p = 0; p < rows; p += 2, src += 2 * width, dst += width) {
+    const bool odd = p + 1 < rows;
+    for (int i = 0; i < width; i += 16) {
+      const auto mask = static_cast<__mmask16>(width - i >= 16 ? 0xffffu : (1u << (width - i)) - 1u);
+      const __m512i even = _mm512_maskz_srli_epi32(0xffff, round_bf16_high(_mm512_maskz_loadu_ps(mask, src + i)), 16);
+      const __m512i high = odd ? round_bf16_high(_mm512_maskz_loadu_ps(mask, src + width + i)) : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(dst + i, mask, _mm512_or_si512(even, high));
+    }
+  }
+}
 
 // beta is 0 or 1 in convgemm: with 1, "beta * C + AB" is the C + AB the kernels compute.
 void sgemm_ukr_avx512_32x8(dim_t m, dim_t n, dim_t k, float* alpha, float* a, float* b, float* beta, float* c,
