@@ -41,10 +41,9 @@ void bf16gemm_ukr_avx512bf16_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_
 void bf16gemm_ukr_emulated_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b,
                                 float beta, float* c, inc_t cs_c);
 
-// Packing into pairs: rows x width fp32 panel src (element (p, i) at src[p * width + i]) -> ceil(rows / 2) x width
-// words, each rounded as bf16.hpp's float_to_bf16 (an odd last row is paired with zeros). The AVX-512F variant
-// gives the same words, faster.
-void pack_bf16_pairs(const float* src, dim_t rows, int width, std::uint32_t* dst);
-void pack_bf16_pairs_avx512(const float* src, dim_t rows, int width, std::uint32_t* dst);
+// A row of count floats -> ceil(count / 2) pair words, dst[t] = src[2t] and src[2t + 1] rounded as bf16.hpp's
+// float_to_bf16 (an odd last element is paired with zero). The AVX-512F variant gives the same words, faster.
+void round_to_bf16_pairs(const float* src, dim_t count, std::uint32_t* dst);
+void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* dst);
 
 }  // namespace dtnn::kernels::cpu

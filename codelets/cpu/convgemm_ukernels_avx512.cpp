@@ -2,6 +2,8 @@
 // AVX-512F micro-kernels of convgemm (convgemm_ukernels.hpp). Compiled with -mavx512f -mfma only (CMake).
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "codelets/cpu/convgemm_ukernels.hpp"
 
 namespace dtnn::kernels::cpu {
@@ -110,17 +112,25 @@ inline __m512i round_bf16_high(__m512 x) {
   return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
 }
 
+// 16 floats -> their 16 bf16 halves in order (8 pair words); masked-off lanes give zeros.
+inline __m256i round_bf16_16(__mmask16 mask, const float* src) {
+  const __m512i halves = _mm512_maskz_srli_epi32(0xffff, round_bf16_high(_mm512_maskz_loadu_ps(mask, src)), 16);
+  return _mm512_maskz_cvtepi32_epi16(0xffff, halves);
+}
+
 }  // namespace
 
-void pack_bf16_pairs_avx512(const float* src, dim_t rows, int width, std::uint32_t* dst) {
-  for (dim_t p = 0; p < rows; p += 2, src += 2 * width, dst += width) {
-    const bool odd = p + 1 < rows;
-    for (int i = 0; i < width; i += 16) {
-      const auto mask = static_cast<__mmask16>(width - i >= 16 ? 0xffffu : (1u << (width - i)) - 1u);
-      const __m512i even = _mm512_maskz_srli_epi32(0xffff, round_bf16_high(_mm512_maskz_loadu_ps(mask, src + i)), 16);
-      const __m512i high = odd ? round_bf16_high(_mm512_maskz_loadu_ps(mask, src + width + i)) : _mm512_setzero_si512();
-      _mm512_mask_storeu_epi32(dst + i, mask, _mm512_or_si512(even, high));
-    }
+void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* dst) {
+  dim_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i / 2), round_bf16_16(0xffff, src + i));
+  }
+  if (i < count) {
+    const auto left = static_cast<unsigned>(count - i);
+    alignas(32) std::uint32_t tail[8];
+    const auto mask = static_cast<__mmask16>((1u << left) - 1u);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tail), round_bf16_16(mask, src + i));
+    std::memcpy(dst + i / 2, tail, (left + 1) / 2 * sizeof(std::uint32_t));
   }
 }
 

@@ -30,12 +30,13 @@ void bf16gemm_ukr_emulated_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t*
   }
 }
 
-void pack_bf16_pairs(const float* src, dim_t rows, int width, std::uint32_t* dst) {
-  for (dim_t p = 0; p < rows; p += 2, src += 2 * width, dst += width) {
-    const float* odd = p + 1 < rows ? src + width : nullptr;
-    for (int i = 0; i < width; ++i) {
-      dst[i] = bf16_pair(src[i], odd != nullptr ? odd[i] : 0.0f);
-    }
+void round_to_bf16_pairs(const float* src, dim_t count, std::uint32_t* dst) {
+  dim_t t = 0;
+  for (; 2 * t + 1 < count; ++t) {
+    dst[t] = bf16_pair(src[2 * t], src[2 * t + 1]);
+  }
+  if (2 * t < count) {
+    dst[t] = bf16_pair(src[2 * t], 0.0f);
   }
 }
 

@@ -75,26 +75,28 @@ std::vector<float> awkward_values(std::size_t count, std::uint32_t seed) {
   return v;
 }
 
-TEST(Bf16Test, Avx512PackingGivesThePortableWords) {
+TEST(Bf16Test, PairsOfARowAreItsConsecutiveElementsRounded) {
+  const std::vector<float> row = {1.0f, -2.0f, 1.0f + 0x1p-8f, 0x1p-130f, 3.0f};
+  std::vector<std::uint32_t> words(4, 0xdeadbeefu);
+  round_to_bf16_pairs(row.data(), static_cast<dim_t>(row.size()), words.data());
+  EXPECT_EQ(words[0], 0xc0003f80u);
+  EXPECT_EQ(words[1], 0x00003f80u);
+  EXPECT_EQ(words[2], 0x00004040u) << "an odd last element pairs with zero";
+  EXPECT_EQ(words[3], 0xdeadbeefu) << "written past the row's words";
+}
+
+TEST(Bf16Test, Avx512RoundingGivesThePortableWords) {
   if (!cpu_has_avx512()) {
-    GTEST_SKIP() << "no AVX-512 (or DTNN_MAX_CPU_ISA caps it): the portable packing is the only one";
+    GTEST_SKIP() << "no AVX-512 (or DTNN_MAX_CPU_ISA caps it): the portable rounding is the only one";
   }
-  for (const int width : {8, 32, 48}) {
-    for (const dim_t rows : {1, 2, 7, 384}) {
-      const auto src = awkward_values(static_cast<std::size_t>(rows * width), static_cast<std::uint32_t>(rows + width));
-      const std::size_t words = static_cast<std::size_t>((rows + 1) / 2 * width);
-      std::vector<std::uint32_t> portable(words + 1, 0xdeadbeefu), wide(words + 1, 0xdeadbeefu);
-      pack_bf16_pairs(src.data(), rows, width, portable.data());
-      pack_bf16_pairs_avx512(src.data(), rows, width, wide.data());
-      EXPECT_EQ(portable, wide) << "width " << width << ", rows " << rows;
-      EXPECT_EQ(wide.back(), 0xdeadbeefu) << "written past the panel";
-      EXPECT_EQ(portable[0] & 0xffffu, float_to_bf16(src[0]));
-      if (rows > 1) {
-        EXPECT_EQ(portable[0] >> 16, float_to_bf16(src[static_cast<std::size_t>(width)]));
-      } else {
-        EXPECT_EQ(portable[0] >> 16, 0u) << "an odd last row pairs with zeros";
-      }
-    }
+  for (const dim_t count : {1, 2, 15, 16, 17, 31, 32, 33, 383, 384, 1000}) {
+    const auto src = awkward_values(static_cast<std::size_t>(count), static_cast<std::uint32_t>(count));
+    const auto words = static_cast<std::size_t>((count + 1) / 2);
+    std::vector<std::uint32_t> portable(words + 1, 0xdeadbeefu), wide(words + 1, 0xdeadbeefu);
+    round_to_bf16_pairs(src.data(), count, portable.data());
+    round_to_bf16_pairs_avx512(src.data(), count, wide.data());
+    EXPECT_EQ(portable, wide) << "count " << count;
+    EXPECT_EQ(wide.back(), 0xdeadbeefu) << "written past the row's words, count " << count;
   }
 }
 
