@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 #include <string>
+#include <utility>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -390,7 +391,8 @@ INSTANTIATE_TEST_SUITE_P(
                                "/nonexistent-dtnn/ckpt.h5"},
                       BadInput{"evaluate --dataset synthetic", 2, "--checkpoint"},
                       BadInput{"train --dataset h5", 2, "--data-file: required"},
-                      BadInput{"train --host-allocator jemalloc", 2, "--host-allocator"}));
+                      BadInput{"train --host-allocator jemalloc", 2, "--host-allocator"},
+                      BadInput{"train --precision fp16", 2, "--precision"}));
 
 CliRun mpirun(const std::string& args) {
   return dtnn_with_prefix("mpirun --oversubscribe --allow-run-as-root " + args);
@@ -492,6 +494,45 @@ std::string weights_checksum(const fs::path& report) {
   const std::string checksum = read_json(report).at("weights_checksum");
   fs::remove(report);
   return checksum;
+}
+
+// --precision bf16 (issue 37): the weight gradients of the convolutions from bf16-rounded inputs. The emulation gives
+// vdpbf16ps's bits, with one worker or two; fp32 ends elsewhere; a CPU without AVX512-BF16 (here: the cap) is told
+// to use the emulation.
+TEST(CliTest, Bf16WeightGradientsAreTheEmulationsBitForBitOnAnyWorkerCount) {
+  const std::string run = "train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 48 --batch-size 16 "
+                          "--steps-per-epoch 3 --seed 2 --tiles 2 --quiet --no-test";
+  const auto trained = [&](const std::string& precision, int workers) {
+    const fs::path report = temp_path("precision-" + precision + std::to_string(workers) + ".json");
+    const CliRun r = dtnn(run + " --precision " + precision + " --workers " + std::to_string(workers) + " --report " +
+                          report.string());
+    if (r.status != 0) {
+      fs::remove(report);
+      return std::make_pair(r, std::string());
+    }
+    EXPECT_EQ(read_json(report).at("precision"), precision);
+    return std::make_pair(r, weights_checksum(report));
+  };
+  const auto [fp32_run, fp32] = trained("fp32", 2);
+  ASSERT_EQ(fp32_run.status, 0) << fp32_run.output;
+  const auto [emulated_run, emulated] = trained("bf16-emulated", 1);
+  ASSERT_EQ(emulated_run.status, 0) << emulated_run.output;
+  EXPECT_NE(emulated, fp32) << "bf16 weight gradients train other weights than fp32's";
+  const auto [emulated2_run, emulated2] = trained("bf16-emulated", 2);
+  ASSERT_EQ(emulated2_run.status, 0) << emulated2_run.output;
+  EXPECT_EQ(emulated2, emulated) << "bf16-emulated with 2 workers against 1";
+
+  const CliRun capped = dtnn_with_prefix("DTNN_MAX_CPU_ISA=avx2 " + exe() + " " + run + " --precision bf16");
+  EXPECT_EQ(capped.status, 2) << capped.output;
+  EXPECT_NE(capped.output.find("--precision: bf16 needs AVX512-BF16"), std::string::npos) << capped.output;
+  EXPECT_NE(capped.output.find("bf16-emulated"), std::string::npos) << capped.output;
+
+  const auto [native_run, native] = trained("bf16", 2);
+  if (native_run.status != 0 && native_run.output.find("AVX512-BF16") != std::string::npos) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: bf16 itself is not compared with the emulation";
+  }
+  ASSERT_EQ(native_run.status, 0) << native_run.output;
+  EXPECT_EQ(native, emulated) << "vdpbf16ps against the emulation";
 }
 
 // A resumed run says where it resumed: a --resume that trained from scratch with the same seed would end on the same
