@@ -7,6 +7,7 @@
 #include "codelets/cpu/winograd.hpp"
 #include "layers/init.hpp"
 #include "runtime/codelet.hpp"
+#include "runtime/machine.hpp"
 #include "core/cpu_features.hpp"
 #include "core/errors.hpp"
 
@@ -39,7 +40,8 @@ codelets::Precision parse_precision(const std::string& name, const std::string& 
 }
 
 void check_precision_runs(codelets::Precision p, const std::string& option) {
-  if (p == codelets::Precision::kBf16 && !cpu_has_avx512_bf16()) {
+  // A simulation runs no codelet: its tasks take the times of a calibration made where bf16 ran.
+  if (p == codelets::Precision::kBf16 && !runtime::simulated() && !cpu_has_avx512_bf16()) {
     throw InvalidArgument(fmt::format(
         "{}: bf16 needs AVX512-BF16 (vdpbf16ps), which this CPU {}, expected a CPU with it (AMD Zen 4 or later, "
         "Intel Cooper Lake, Sapphire Rapids or later) or bf16-emulated (the same results, bit for bit, slowly)",

@@ -703,6 +703,23 @@ TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
 // --out NAME.tar.xz: the calibration in one file (a tar.xz of the folder's files, which tar extracts), and a second
 // calibration into it keeps the first's models and row and adds its own, as a folder does; nothing else is left
 // beside it. A file that is not an archive is refused and left as it was.
+// A calibration in bf16 says so and holds the bf16 codelets' models under their own names, beside nothing of fp32's
+// for the same pass: dtnn simulate picks calibrations of the precision asked for.
+TEST(CliTest, CalibrationInBf16RecordsItsPrecisionAndItsOwnCodelets) {
+  const fs::path dir = temp_path("machine-bf16");
+  const CliRun r = dtnn("calibrate --model simplecnn --batch-size 16 --steps 4 --workers 1 --precision bf16-emulated "
+                        "--out " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const fs::path codelets = dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_bwd_weights_convgemm_bf16emu.dtnn-machine"));
+  EXPECT_FALSE(fs::exists(codelets / "conv2d_bwd_weights_convgemm.dtnn-machine"));
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm.dtnn-machine")) << "the forward pass stays fp32";
+  const auto doc = read_json(dir / "machine.json");
+  ASSERT_EQ(doc.at("calibrations").size(), 1u);
+  EXPECT_EQ(doc.at("calibrations")[0].at("precision"), "bf16-emulated");
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, CalibrateIntoAnArchiveAccumulates) {
   const fs::path archive = temp_path("machine.tar.xz");
   fs::remove(archive);
