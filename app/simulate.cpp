@@ -157,8 +157,8 @@ double calibrated_overhead_us(const StepOptions& o, const nlohmann::json& machin
   const bool calibrated = o.device == "cpu" ? cpu : o.device == "cuda" ? gpu : cpu && gpu;
   if (!calibrated) {
     throw InvalidArgument(fmt::format(
-        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {}{} for --device {} (it has: {}), "
-        "expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {}{} --device {} --out {}` "
+        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {}{} for --device {} (it has: "
+        "{}), expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {}{} --device {} --out {}` "
         "first",
         o.folder, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, precision_words, o.device,
         have.empty() ? "none" : have, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion,

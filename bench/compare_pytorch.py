@@ -352,7 +352,8 @@ def main():
     for key, r in results.items():
         print(f"{r['model']:20} {r['precision']:>9} {r['batch']:5d} {r['steps']:5d} {med(r['dtnn']):11.1f} "
               f"{med(r['pytorch']):14.1f} {r['ratio']:6.2f} {med(r['dtnn_peak_rss_mib']):9.0f} "
-              f"{med(r['pytorch_peak_rss_mib']):12.0f} {r['peak_rss_ratio']:6.2f}  {r['pytorch_layout']}, {r['pytorch_aten_capability']}, "
+              f"{med(r['pytorch_peak_rss_mib']):12.0f} {r['peak_rss_ratio']:6.2f}  "
+              f"{r['pytorch_layout']}, {r['pytorch_aten_capability']}, "
               f"{med(r['pytorch_minor_faults_per_step']):.0f}")
     if a.json:
         with open(a.json, "w") as f:

@@ -426,7 +426,9 @@ nlohmann::json layer_json(const Layer& layer) {
             {"pad", sh.pad_top}}},
           {"gflop", sh.flops() * 1e-9},
           {"workspace_bytes",
-           {{"convgemm", k::convgemm_workspace_bytes(sh)}, {"im2col", k::im2col_workspace_bytes(sh)}}}};
+           {{"convgemm", k::convgemm_workspace_bytes(sh)},
+            {"im2col", k::im2col_workspace_bytes(sh)},
+            {"convgemm_bf16_bwd_weights", k::convgemm_bf16_workspace_bytes(sh)}}}};
 }
 
 // Largest |dw_bf16 - dw_fp32| over largest |dw_fp32|: how far bf16 inputs move the result.

@@ -17,7 +17,8 @@ import re
 
 LIBBLAS = "/usr/lib/x86_64-linux-gnu/libblas.so.3"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
-ALLOCATORS = {"jemalloc": os.path.join(LIBDIR, "libjemalloc.so.2"), "tcmalloc": os.path.join(LIBDIR, "libtcmalloc.so.4")}
+ALLOCATORS = {"jemalloc": os.path.join(LIBDIR, "libjemalloc.so.2"),
+              "tcmalloc": os.path.join(LIBDIR, "libtcmalloc.so.4")}
 GLIBC_TUNABLES = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296"
 # jemalloc that never purges: with its defaults jemalloc 5.3 purges freed pages within seconds, and with the
 # settings of PyTorch's CPU tuning guide (oversize_threshold:1, decay 9e9 ms) its oversize arena still does

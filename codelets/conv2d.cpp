@@ -291,9 +291,10 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
   const bool bias = db_tiles != nullptr;
-  runtime::Codelet& cl = precision == Precision::kBf16          ? (bias ? cl_bwd_weights_bf16 : cl_bwd_weights_bf16_nobias)
-                         : precision == Precision::kBf16Emulated ? (bias ? cl_bwd_weights_bf16emu
-                                                                         : cl_bwd_weights_bf16emu_nobias)
+  runtime::Codelet& bf16 = bias ? cl_bwd_weights_bf16 : cl_bwd_weights_bf16_nobias;
+  runtime::Codelet& bf16emu = bias ? cl_bwd_weights_bf16emu : cl_bwd_weights_bf16emu_nobias;
+  runtime::Codelet& cl = precision == Precision::kBf16           ? bf16
+                         : precision == Precision::kBf16Emulated ? bf16emu
                                                                  : pick(kBwdWeights, algorithm, db_tiles);
   runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
 }

@@ -84,7 +84,9 @@ std::string Conv2d::describe() const {
   if (o.groups_ != 1) s += fmt::format(", groups {}", o.groups_);
   if (!o.bias_) s += ", no bias";
   if (o.relu_) s += ", +ReLU";
-  if (o.precision_ != codelets::Precision::kFp32) s += fmt::format(", weight gradients {}", codelets::to_string(o.precision_));
+  if (o.precision_ != codelets::Precision::kFp32) {
+    s += fmt::format(", weight gradients {}", codelets::to_string(o.precision_));
+  }
   return s + ", " + algorithm();
 }
 

@@ -37,6 +37,8 @@ enum class Bf16Math { kAvx512Bf16, kEmulated };
 // (or with DTNN_MAX_CPU_ISA below avx512).
 void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                                       Bf16Math math);
+// Its working memory: the packed blocks of pairs and the packers' rows, bounded by the cache blocks whatever the
+// batch.
 std::size_t convgemm_bf16_workspace_bytes(const Conv2dShape& sh);
 
 // Bytes of working memory a call needs beyond its inputs and outputs, the largest of the three passes: packing

@@ -257,5 +257,15 @@ TEST(Bf16ConvTest, NativeMathOnACpuWithoutAvx512Bf16NamesTheInstruction) {
   }
 }
 
+TEST(Bf16ConvTest, WorkspaceIsBoundedByTheCacheBlocksWhateverTheBatch) {
+  const Conv2dShape sh = conv_shape(8, 256, 16, 16, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  Conv2dShape big = sh;
+  big.n = 256;
+  // MC x KC pairs of im2col rows, NC x KC of channels (all 256), and a micro-panel's rows: well under 2 MiB.
+  EXPECT_GT(convgemm_bf16_workspace_bytes(sh), 0u);
+  EXPECT_LT(convgemm_bf16_workspace_bytes(sh), 2u << 20);
+  EXPECT_EQ(convgemm_bf16_workspace_bytes(big), convgemm_bf16_workspace_bytes(sh));
+}
+
 }  // namespace
 }  // namespace dtnn::kernels::cpu
