@@ -16,6 +16,13 @@ const Names<ConvVariant>& conv_names() {
   return names;
 }
 
+const Names<codelets::Precision>& precision_names() {
+  static const Names<codelets::Precision> names = {{"fp32", codelets::Precision::kFp32},
+                                                   {"bf16", codelets::Precision::kBf16},
+                                                   {"bf16-emulated", codelets::Precision::kBf16Emulated}};
+  return names;
+}
+
 const Names<runtime::Priorities>& priority_names() {
   static const Names<runtime::Priorities> names = {{"on", runtime::Priorities::kOn},
                                                    {"off", runtime::Priorities::kOff}};
@@ -42,6 +49,10 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
   add_named(app, "--conv", run.model.conv, conv_names(),
             "convolution algorithm: convgemm, im2col, winograd (Winograd F(2x2,3x3) for 3x3 stride-1 layers, "
             "convgemm for the rest) or auto (times each that fits, per shape)");
+  add_named(app, "--precision", run.model.precision, precision_names(),
+            "arithmetic of the convolutions' weight gradients: fp32; bf16 (inputs rounded to bf16, fp32 sums, "
+            "AVX512-BF16 on CPU workers; the other passes stay fp32 for now); bf16-emulated (bf16's results bit for "
+            "bit on any x86-64, slowly)");
   add_named(app, "--fusion", run.model.fusion, {{"on", true}, {"off", false}},
             "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "
             "residual block's BatchNorm, Add and ReLU are one pass (same results, fewer tensors and passes); "

@@ -52,7 +52,11 @@ Trainee start_trainee(const TrainOptions& o, const models::ModelInfo& info, cons
     t.restored_epoch = at.epoch;
   }
   DataParallelOptions parallel = o.parallel;
-  parallel.agreement(fmt::format("model={} conv={} ", info.name, to_string(o.run.model.conv)) +
+  const codelets::Precision precision = o.run.model.precision;
+  parallel.agreement(fmt::format("model={} conv={} {}", info.name, to_string(o.run.model.conv),
+                                 precision == codelets::Precision::kFp32
+                                     ? std::string()
+                                     : fmt::format("precision={} ", codelets::to_string(precision))) +
                      agreement_text(o.fit, *t.optimizer, data.train, &data.test, parallel));
   t.data_parallel = std::make_unique<DataParallelRun>(mpi, t.model, parallel);
   return t;

@@ -80,6 +80,7 @@ int run_simulation_process(std::vector<char*> args) {
 bool same_steps(const nlohmann::json& c, const StepOptions& o, const std::string& conv) {
   return c.value("model", "") == o.model.name && c.value("batch_size", 0) == o.run.batch_size_ &&
          c.value("tiles", 0) == o.run.step_.tiles_ && c.value("fusion", "") == (o.model.fusion ? "on" : "off") &&
+         c.value("precision", "fp32") == codelets::to_string(o.model.precision) &&
          (conv.empty() || c.value("conv", "") == conv);
 }
 
@@ -131,15 +132,21 @@ void check_options(const StepOptions& o, const fs::path& dir) {
 double calibrated_overhead_us(const StepOptions& o, const nlohmann::json& machine) {
   const std::string conv = to_string(o.model.conv);
   const std::string fusion = o.model.fusion ? "on" : "off";
+  const bool fp32 = o.model.precision == codelets::Precision::kFp32;
+  const std::string precision = codelets::to_string(o.model.precision);
+  const std::string precision_words = fp32 ? "" : ", precision " + precision;
+  const std::string precision_option = fp32 ? "" : " --precision " + precision;
   bool cpu = false;
   bool gpu = false;
   double overhead_us = 0.0;
   std::string have;
   for (const auto& c : machine.value("calibrations", nlohmann::json::array())) {
     const std::string device = c.value("device", std::string("cpu"));
-    have += fmt::format("{}{} batch {} tiles {} conv {} fusion {} device {}", have.empty() ? "" : "; ",
+    have += fmt::format("{}{} batch {} tiles {} conv {} fusion {}{} device {}", have.empty() ? "" : "; ",
                         c.value("model", ""), c.value("batch_size", 0), c.value("tiles", 0), c.value("conv", ""),
-                        c.value("fusion", ""), device);
+                        c.value("fusion", ""),
+                        c.value("precision", "fp32") == "fp32" ? "" : " precision " + c.value("precision", ""),
+                        device);
     if (!same_steps(c, o, conv)) continue;
     // A calibration with --device cuda holds the CUDA models of that graph's shapes (and the CPU ones only of the
     // tasks without a CUDA body); cpu the CPU ones; all both.
@@ -150,12 +157,12 @@ double calibrated_overhead_us(const StepOptions& o, const nlohmann::json& machin
   const bool calibrated = o.device == "cpu" ? cpu : o.device == "cuda" ? gpu : cpu && gpu;
   if (!calibrated) {
     throw InvalidArgument(fmt::format(
-        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {} for --device {} (it has: {}), "
-        "expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {} --device {} --out {}` "
+        "--machine {}: no calibration of {} with batch {}, {} tiles, conv {}, fusion {}{} for --device {} (it has: "
+        "{}), expected `dtnn calibrate --model {} --batch-size {} --tiles {} --conv {} --fusion {}{} --device {} --out {}` "
         "first",
-        o.folder, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, o.device,
-        have.empty() ? "none" : have, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, o.device,
-        o.folder));
+        o.folder, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion, precision_words, o.device,
+        have.empty() ? "none" : have, o.model.name, o.run.batch_size_, o.run.step_.tiles_, conv, fusion,
+        precision_option, o.device, o.folder));
   }
   return overhead_us;
 }

@@ -80,6 +80,9 @@ void add_step_options(CLI::App* app, StepOptions& o) {
                      to_string(o.model.conv), to_string(o.model.conv)))
       ->check(CLI::IsMember({"convgemm", "im2col", "winograd"}));
   add_named(app, "--fusion", o.model.fusion, {{"on", true}, {"off", false}}, "on or off (see dtnn train --help)");
+  add_named(app, "--precision", o.model.precision, precision_names(),
+            "fp32, bf16 or bf16-emulated (see dtnn train --help; simulate: the one the machine folder was "
+            "calibrated with)");
   app->add_option("--steps", o.run.steps_, "training steps, warm-up included")->check(CLI::PositiveNumber)
       ->capture_default_str();
   app->add_option("--warmup", o.run.warmup_, "first steps left out of the times")->check(CLI::NonNegativeNumber)
@@ -121,9 +124,11 @@ StepOutcome run_step_options(const StepOptions& o, const runtime::Mpi* mpi, bool
   std::optional<DataParallelRun> ranks;
   if (mpi != nullptr && mpi->active()) {
     auto parallel = DataParallelOptions().buckets(o.buckets);
-    parallel.agreement(fmt::format("model={} conv={} fusion={} batch={} tiles={} steps={} warmup={} seed={}",
+    const bool fp32 = o.model.precision == codelets::Precision::kFp32;
+    parallel.agreement(fmt::format("model={} conv={} fusion={} batch={} tiles={} steps={} warmup={} seed={}{}",
                                    o.model.name, to_string(o.model.conv), o.model.fusion ? "on" : "off",
-                                   o.run.batch_size_, o.run.step_.tiles_, o.run.steps_, o.run.warmup_, seed));
+                                   o.run.batch_size_, o.run.step_.tiles_, o.run.steps_, o.run.warmup_, seed,
+                                   fp32 ? "" : fmt::format(" precision={}", codelets::to_string(o.model.precision))));
     ranks.emplace(*mpi, model, parallel);
     run.step_.data_parallel(ranks->data_parallel());
   }
@@ -165,6 +170,7 @@ nlohmann::json step_result_json(const StepOptions& o, const StepRunResult& r) {
           {"scheduler", o.engine.scheduler_},
           {"priorities", o.priorities == runtime::Priorities::kOn ? "on" : "off"},
           {"conv", to_string(o.model.conv)},
+          {"precision", codelets::to_string(o.model.precision)},
           {"fusion", o.model.fusion ? "on" : "off"},
           {"steps", o.run.steps_},
           {"warmup", o.run.warmup_},

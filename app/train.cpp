@@ -260,6 +260,7 @@ nlohmann::json run_facts(const TrainOptions& o, const models::ModelInfo& info, c
       {"batch_size", o.fit.batch_size_},
       {"tiles", o.fit.tiles_},
       {"conv", to_string(o.run.model.conv)},
+      {"precision", codelets::to_string(o.run.model.precision)},
       {"fusion", o.run.model.fusion ? "on" : "off"},
       {"host_allocator", runtime::to_string(engine.host_allocator())},
       {"scheduler", engine.scheduler()},
@@ -361,6 +362,10 @@ int run_train(TrainOptions o, bool benchmark) {
   if (talk) {
     fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
                data.train.name, data.train.size(), data.test.size(), t.model.summary());
+    if (o.run.model.precision != codelets::Precision::kFp32) {
+      fmt::print("Precision: {} for the convolutions' weight gradients (CPU workers); every other pass in fp32\n",
+                 codelets::to_string(o.run.model.precision));
+    }
     if (!t.restored_from.empty()) {
       fmt::print("Resumed from {} at step {} (epoch {})\n", t.restored_from, t.initial_step, t.restored_epoch);
     }

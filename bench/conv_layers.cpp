@@ -3,10 +3,12 @@
 // forward, backward-data and backward-weights passes: GFLOP/s of convgemm, of explicit im2col + BLIS sgemm (the
 // im2col kernels), of oneDNN (when built with it) and of plain bli_sgemm on the same M, N, K; the working memory
 // of convgemm and im2col; and the medians over the layers of the ratios convgemm/im2col, convgemm/oneDNN and
-// convgemm/sgemm, per pass.
+// convgemm/sgemm, per pass. Backward-weights also in bf16 (convgemm's vdpbf16ps kernel, or its emulation with
+// --bf16 emulated; codelets/cpu/bf16.hpp): its GFLOP/s (the fp32 pass's flops over its time), bf16/fp32 per layer
+// and of the totals, and its distance from the fp32 result (largest |dw_bf16 - dw_fp32| over largest |dw_fp32|).
 //
 //   taskset -c 1 conv_layers [--quick] [--layer TEXT...] [--pass P...] [--ukernel NAME] [--runs N] [--batch N]
-//                            [--clock cpu|wall] [--json FILE]
+//                            [--clock cpu|wall] [--bf16 native|emulated|off] [--json FILE]
 //
 // Each figure is the median of --runs timed calls after one warm-up call, the implementations taking turns run
 // after run; time is the thread's CPU time unless --clock wall. Everything runs on the calling thread: BLIS and
@@ -116,8 +118,8 @@ enum Pass { kFwd, kBwdData, kBwdWeights, kPasses };
 const char* const kPassNames[kPasses] = {"fwd", "bwd_data", "bwd_weights"};
 
 // winograd: forward and backward-data of the 3x3 stride-1 layers only (codelets/cpu/winograd.hpp).
-enum Impl { kConvgemm, kIm2col, kOneDnn, kSgemm, kWinograd, kImpls };
-const char* const kImplNames[kImpls] = {"convgemm", "im2col", "onednn", "sgemm", "winograd"};
+enum Impl { kConvgemm, kIm2col, kOneDnn, kSgemm, kWinograd, kConvgemmBf16, kImpls };
+const char* const kImplNames[kImpls] = {"convgemm", "im2col", "onednn", "sgemm", "winograd", "convgemm_bf16"};
 
 struct GemmDims {
   dim_t m, n, k;
@@ -265,7 +267,7 @@ void plain_sgemm(const GemmDims& d, float* a, float* b, float* c) {
 // when the program was built without oneDNN). After one warm-up call each, the implementations take turns, run
 // after run, so that a change in the machine's load affects them all alike.
 std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int runs,
-                            const std::function<void()>& onednn) {
+                            const std::function<void()>& onednn, const std::string& bf16) {
   std::vector<std::function<void()>> impl(kImpls);
   switch (pass) {
     case kFwd:
@@ -285,6 +287,12 @@ std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int ru
     default:
       impl[kConvgemm] = [&] { k::conv2d_bwd_weights_convgemm(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data()); };
       impl[kIm2col] = [&] { k::conv2d_bwd_weights_im2col(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data()); };
+      if (bf16 != "off") {
+        const auto math = bf16 == "native" ? k::Bf16Math::kAvx512Bf16 : k::Bf16Math::kEmulated;
+        impl[kConvgemmBf16] = [&, math] {
+          k::conv2d_bwd_weights_convgemm_bf16(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data(), math);
+        };
+      }
       break;
   }
   impl[kOneDnn] = onednn;
@@ -323,9 +331,14 @@ struct Args {
   std::vector<std::string> only_passes;
   std::vector<std::string> only_layers;
   std::string ukernel = "auto";
+  std::string bf16 = dtnn::cpu_has_avx512_bf16() ? "native" : "off";
 };
 
 void add_options(CLI::App& app, Args& a) {
+  app.add_option("--bf16", a.bf16,
+                 "backward-weights in bf16 too: native (vdpbf16ps; the default where the CPU has it), emulated, or "
+                 "off (the default elsewhere)")
+      ->check(CLI::IsMember({"native", "emulated", "off"}));
   app.add_option("--clock", a.clock, "cpu: CPU time of the thread (default); wall: elapsed time")
       ->check(CLI::IsMember({"cpu", "wall"}));
   app.add_option("--pass", a.only_passes, "measure only these passes (fwd, bwd_data, bwd_weights)")
@@ -366,6 +379,7 @@ nlohmann::json describe_libraries(const std::string& blis_reason, const Args& a)
                  {"blocking", {{"mr", blk.mr}, {"nr", blk.nr}, {"kc", blk.kc}, {"mc", blk.mc}, {"nc", blk.nc}}}};
   doc["onednn"] = onednn_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(onednn_version);
   doc["runs"] = a.runs;
+  doc["bf16_math"] = a.bf16;
   doc["clock"] = a.clock;
   doc["layers"] = nlohmann::json::array();
   return doc;
@@ -390,6 +404,7 @@ std::vector<Layer> selected_layers(Args& a) {
 // What the layers' measurements add up to.
 struct Totals {
   std::vector<double> ratios[kPasses][3];            // per layer: convgemm over im2col, oneDNN, sgemm
+  std::vector<double> bf16_ratios;                   // per layer: backward-weights' bf16 over fp32 GFLOP/s
   double weighted_seconds[kPasses][kImpls] = {};     // each layer's time x its multiplicity
   double variant_seconds[kPasses] = {};              // the same for --conv winograd (convgemm where it does not serve)
 };
@@ -411,7 +426,25 @@ nlohmann::json layer_json(const Layer& layer) {
             {"pad", sh.pad_top}}},
           {"gflop", sh.flops() * 1e-9},
           {"workspace_bytes",
-           {{"convgemm", k::convgemm_workspace_bytes(sh)}, {"im2col", k::im2col_workspace_bytes(sh)}}}};
+           {{"convgemm", k::convgemm_workspace_bytes(sh)},
+            {"im2col", k::im2col_workspace_bytes(sh)},
+            {"convgemm_bf16_bwd_weights", k::convgemm_bf16_workspace_bytes(sh)}}}};
+}
+
+// Largest |dw_bf16 - dw_fp32| over largest |dw_fp32|: how far bf16 inputs move the result.
+double bf16_error(const Conv2dShape& sh, Tensors& t, const std::string& bf16) {
+  std::vector<float> fp32(t.dw.size());
+  std::vector<float> half(t.dw.size());
+  k::conv2d_bwd_weights_convgemm(sh, t.x.data(), t.dy.data(), fp32.data(), nullptr);
+  k::conv2d_bwd_weights_convgemm_bf16(sh, t.x.data(), t.dy.data(), half.data(), nullptr,
+                                      bf16 == "native" ? k::Bf16Math::kAvx512Bf16 : k::Bf16Math::kEmulated);
+  double err = 0.0;
+  double scale = 0.0;
+  for (std::size_t i = 0; i < fp32.size(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(half[i]) - fp32[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(fp32[i])));
+  }
+  return scale > 0.0 ? err / scale : err;
 }
 
 // Measures every pass of one layer asked for: prints a row each, adds them to the totals, returns the layer's JSON.
@@ -434,7 +467,7 @@ nlohmann::json measure_layer(const Layer& layer, const Args& a, Totals& totals) 
     onednn = [&] { dnn.run(pass); };
     onednn_impl = dnn.impl(pass);
 #endif
-    const std::vector<double> seconds = measure(sh, pass, t, a.runs, onednn);
+    const std::vector<double> seconds = measure(sh, pass, t, a.runs, onednn, a.bf16);
     double gflops[kImpls];
     nlohmann::json jp;
     for (int i = 0; i < kImpls; ++i) {
@@ -453,13 +486,23 @@ nlohmann::json measure_layer(const Layer& layer, const Args& a, Totals& totals) 
     jp["onednn_impl"] = onednn_impl;
     const std::string used = k::convgemm_ukernel(sh, static_cast<k::ConvPass>(p));
     jp["ukernel"] = used;
+    std::string bf16_cell;
+    if (std::isfinite(seconds[kConvgemmBf16])) {
+      const double ratio = gflops[kConvgemmBf16] / gflops[kConvgemm];
+      const double error = bf16_error(sh, t, a.bf16);
+      totals.bf16_ratios.push_back(ratio);
+      jp["bf16_over_fp32"] = ratio;
+      jp["bf16_error"] = error;
+      bf16_cell = fmt::format("  bf16 {:.1f} GFLOP/s, {:.2f}x fp32, error {:.1e}", gflops[kConvgemmBf16], ratio, error);
+    }
     jl["passes"][kPassNames[p]] = jp;
     // Winograd's GFLOP/s are effective: the direct convolution's flops over its time.
     fmt::print("{:<24} {:>3} {:<11} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f} {:>7.2f} {:>7.2f} {:>9.1f} {:>7.2f} "
-               "{:>9} {:>9}  {:<13} {}\n",
+               "{:>9} {:>9}  {:<13} {}{}\n",
                layer.name, layer.multiplicity, kPassNames[p], gflops[kConvgemm], gflops[kIm2col], gflops[kOneDnn],
                gflops[kSgemm], r[0], r[1], r[2], gflops[kWinograd], gflops[kWinograd] / gflops[kOneDnn],
-               k::convgemm_workspace_bytes(sh) / 1024, k::im2col_workspace_bytes(sh) / 1024, used, onednn_impl);
+               k::convgemm_workspace_bytes(sh) / 1024, k::im2col_workspace_bytes(sh) / 1024, used, onednn_impl,
+               bf16_cell);
     // The winograd variant of a network: Winograd where it serves, convgemm elsewhere.
     totals.variant_seconds[p] +=
         layer.multiplicity * (std::isfinite(seconds[kWinograd]) ? seconds[kWinograd] : seconds[kConvgemm]);
@@ -497,6 +540,14 @@ void summarize(const Totals& totals, std::size_t layers, nlohmann::json& doc) {
     }
     fmt::print("{}\n", row);
   }
+  if (!totals.bf16_ratios.empty()) {
+    const double med = median(totals.bf16_ratios);
+    const double total =
+        totals.weighted_seconds[kBwdWeights][kConvgemm] / totals.weighted_seconds[kBwdWeights][kConvgemmBf16];
+    fmt::print("\nbwd_weights in bf16 against fp32 convgemm: median over the layers {:.2f}, ratio of totals {:.2f}\n",
+               med, total);
+    doc["bf16"]["bwd_weights"] = {{"median_bf16_over_fp32", med}, {"ratio_of_totals", total}};
+  }
   fmt::print("\nnetwork totals of --conv winograd (Winograd where it serves, convgemm elsewhere): oneDNN / winograd, "
              "convgemm / winograd\n");
   for (int p = 0; p < kPasses; ++p) {
@@ -528,6 +579,11 @@ int main(int argc, char** argv) {
     k::convgemm_force_ukernel(a.ukernel);
   } catch (const dtnn::InvalidArgument& e) {
     fmt::print(stderr, "conv_layers: --ukernel: {}\n", e.what());
+    return 2;
+  }
+  if (a.bf16 == "native" && !dtnn::cpu_has_avx512_bf16()) {
+    fmt::print(stderr, "conv_layers: --bf16 native: this CPU has no AVX512-BF16 (or DTNN_MAX_CPU_ISA caps it), "
+               "expected --bf16 emulated or off\n");
     return 2;
   }
   nlohmann::json doc = describe_libraries(blis_reason, a);

@@ -69,6 +69,17 @@ void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
 }
 
 // Buffers: x, dy, dw, then db with the bias.
+template <kernels::cpu::Bf16Math M, Bias B>
+void conv2d_bwd_weights_bf16_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* dy = runtime::vector_ptr(buffers[1]);
+  float* dw = runtime::vector_ptr(buffers[2]);
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kernels::cpu::conv2d_bwd_weights_convgemm_bf16(a.shape, x, dy, dw, db, M);
+}
+
+// Buffers: x, dy, dw, then db with the bias.
 template <ConvAlgorithm A, Bias B>
 void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
@@ -182,6 +193,22 @@ runtime::Codelet cl_bwd_weights_im2col_nobias(
     "conv2d_bwd_weights_im2col_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWithout>>,
     DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
 
+// bf16: CPU bodies only (a GPU would compute in fp32 under the same name).
+constexpr auto kNative = kernels::cpu::Bf16Math::kAvx512Bf16;
+constexpr auto kEmulated = kernels::cpu::Bf16Math::kEmulated;
+runtime::Codelet cl_bwd_weights_bf16("conv2d_bwd_weights_convgemm_bf16",
+                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kNative, Bias::kWith>>,
+                                     {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16_nobias("conv2d_bwd_weights_convgemm_bf16_nobias",
+                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kNative, Bias::kWithout>>,
+                                            {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16emu("conv2d_bwd_weights_convgemm_bf16emu",
+                                        runtime::guarded<conv2d_bwd_weights_bf16_cpu<kEmulated, Bias::kWith>>,
+                                        {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16emu_nobias(
+    "conv2d_bwd_weights_convgemm_bf16emu_nobias",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kEmulated, Bias::kWithout>>, {STARPU_R, STARPU_R, STARPU_W});
+
 // Winograd has no backward-weights of its own (its layers' weight gradients are convgemm's).
 const CodeletTable kFwd{{{&cl_fwd_convgemm_nobias, &cl_fwd_convgemm},
                          {&cl_fwd_im2col_nobias, &cl_fwd_im2col},
@@ -208,6 +235,15 @@ ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int 
 }
 
 }  // namespace
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kBf16Emulated: return "bf16-emulated";
+  }
+  return "?";
+}
 
 const char* to_string(ConvAlgorithm a) {
   switch (a) {
@@ -248,14 +284,19 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
 }
 
 void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
-                               const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile) {
+                               const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile, Precision precision) {
   check_same_tiling(tag, x, dy);
   const ConvArgs a = tile_args(shape, x, tile, 0);
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  runtime::submit_task(pick(kBwdWeights, algorithm, db_tiles),
-                       task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
+  const bool bias = db_tiles != nullptr;
+  runtime::Codelet& bf16 = bias ? cl_bwd_weights_bf16 : cl_bwd_weights_bf16_nobias;
+  runtime::Codelet& bf16emu = bias ? cl_bwd_weights_bf16emu : cl_bwd_weights_bf16emu_nobias;
+  runtime::Codelet& cl = precision == Precision::kBf16           ? bf16
+                         : precision == Precision::kBf16Emulated ? bf16emu
+                                                                 : pick(kBwdWeights, algorithm, db_tiles);
+  runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
 }
 
 namespace {

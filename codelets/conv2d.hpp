@@ -17,9 +17,12 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
                        const Tensor& x, const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile);
 void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
                             const Tensor& dy, const Tensor& w, Tensor& dx, int tile);
-// dw_tiles [tiles, k, c/groups, r, s] and db_tiles [tiles, k] (nullable) hold one partial gradient per tile.
+// dw_tiles [tiles, k, c/groups, r, s] and db_tiles [tiles, k] (nullable) hold one partial gradient per tile. In bf16
+// (either kind) every algorithm's weight gradients are convgemm's bf16 ones ("conv2d_bwd_weights_convgemm_bf16",
+// "..._bf16emu"), on CPU workers only.
 void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
-                               const Tensor& x, const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile);
+                               const Tensor& x, const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile,
+                               Precision precision = Precision::kFp32);
 
 // Whether the algorithm computes this geometry (Winograd: kernels::cpu::winograd_fits; the others: every one).
 bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape);

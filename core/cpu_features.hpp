@@ -111,4 +111,18 @@ inline const CpuIsaSetting& cpu_isa_setting() {
 inline bool cpu_has_avx512() { return cpu_isa_setting().effective >= CpuIsa::kAvx512; }
 inline bool cpu_has_avx2_fma() { return cpu_isa_setting().effective >= CpuIsa::kAvx2; }
 
+// AVX512-BF16 (vdpbf16ps, vcvtne2ps2bf16) on top of the avx512 level: the bf16 kernels' instruction, which
+// DTNN_MAX_CPU_ISA below avx512 takes away with the rest of AVX-512.
+inline bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  static const bool bf16 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return cpu_has_avx512() && bf16;
+#else
+  return false;
+#endif
+}
+
 }  // namespace dtnn

@@ -7,6 +7,8 @@
 #include "codelets/cpu/winograd.hpp"
 #include "layers/init.hpp"
 #include "runtime/codelet.hpp"
+#include "runtime/machine.hpp"
+#include "core/cpu_features.hpp"
 #include "core/errors.hpp"
 
 namespace dtnn {
@@ -29,8 +31,27 @@ ConvVariant parse_conv_variant(const std::string& name, const std::string& optio
       "{}: unknown convolution variant '{}', expected convgemm, im2col, winograd or auto", option, name));
 }
 
+codelets::Precision parse_precision(const std::string& name, const std::string& option) {
+  using codelets::Precision;
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kBf16Emulated}) {
+    if (name == codelets::to_string(p)) return p;
+  }
+  throw InvalidArgument(fmt::format("{}: unknown precision '{}', expected fp32, bf16 or bf16-emulated", option, name));
+}
+
+void check_precision_runs(codelets::Precision p, const std::string& option) {
+  // A simulation runs no codelet: its tasks take the times of a calibration made where bf16 ran.
+  if (p == codelets::Precision::kBf16 && !runtime::simulated() && !cpu_has_avx512_bf16()) {
+    throw InvalidArgument(fmt::format(
+        "{}: bf16 needs AVX512-BF16 (vdpbf16ps), which this CPU {}, expected a CPU with it (AMD Zen 4 or later, "
+        "Intel Cooper Lake, Sapphire Rapids or later) or bf16-emulated (the same results, bit for bit, slowly)",
+        option, cpu_isa_setting().capped() ? "may not use under DTNN_MAX_CPU_ISA" : "lacks"));
+  }
+}
+
 Conv2d::Conv2d(Conv2dOptions o) : options_(o) {
   set_variant(o.variant_);
+  set_precision(o.precision_);
   auto positive = [](const char* what, int v) {
     if (v < 1) {
       throw InvalidArgument(fmt::format("Conv2d: {}={}, expected >= 1", what, v));
@@ -63,6 +84,9 @@ std::string Conv2d::describe() const {
   if (o.groups_ != 1) s += fmt::format(", groups {}", o.groups_);
   if (!o.bias_) s += ", no bias";
   if (o.relu_) s += ", +ReLU";
+  if (o.precision_ != codelets::Precision::kFp32) {
+    s += fmt::format(", weight gradients {}", codelets::to_string(o.precision_));
+  }
   return s + ", " + algorithm();
 }
 
@@ -75,6 +99,11 @@ std::string Conv2d::algorithm() const {
   }
   if (options_.variant_ != ConvVariant::kAuto) return to_string(options_.variant_);
   return decided_ ? fmt::format("auto: {}", codelets::to_string(algorithm_)) : std::string("auto");
+}
+
+void Conv2d::set_precision(codelets::Precision p) {
+  check_precision_runs(p, "Conv2d precision");
+  options_.precision_ = p;
 }
 
 void Conv2d::set_variant(ConvVariant v) {
@@ -203,7 +232,7 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   }
   for (int t = 0; t < dy.tiles(); ++t) {
     codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t), shape_, x, *g, weight_->tile_grads,
-                                        bias_ ? &bias_->tile_grads : nullptr, t);
+                                        bias_ ? &bias_->tile_grads : nullptr, t, options_.precision_);
   }
   submit_gradient_sums(dy.tiles(), ctx);
   // The masked gradient's last readers are the tasks above (a transient scratch's memory goes back now).

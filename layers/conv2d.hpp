@@ -17,6 +17,10 @@ enum class ConvVariant { kConvgemm, kIm2col, kWinograd, kAuto };
 const char* to_string(ConvVariant v);
 // "convgemm", "im2col", "winograd" or "auto"; InvalidArgument naming `option` otherwise.
 ConvVariant parse_conv_variant(const std::string& name, const std::string& option);
+// "fp32", "bf16" or "bf16-emulated"; InvalidArgument naming `option` otherwise.
+codelets::Precision parse_precision(const std::string& name, const std::string& option);
+// InvalidArgument naming `option` for bf16 on a CPU without AVX512-BF16 (or with DTNN_MAX_CPU_ISA below avx512).
+void check_precision_runs(codelets::Precision p, const std::string& option);
 
 struct Conv2dOptions {
   Conv2dOptions(int in_channels, int out_channels, int kernel_size)
@@ -30,6 +34,8 @@ struct Conv2dOptions {
   Conv2dOptions& groups(int g) { groups_ = g; return *this; }
   Conv2dOptions& bias(bool with_bias) { bias_ = with_bias; return *this; }
   Conv2dOptions& variant(ConvVariant v) { variant_ = v; return *this; }
+  // The arithmetic of the weight gradients (codelets/kinds.hpp): fp32 (the default), bf16 or bf16-emulated.
+  Conv2dOptions& precision(codelets::Precision p) { precision_ = p; return *this; }
   // true: ReLU applied to the output in the same task (in convgemm's GEMM epilogue); backward masks the gradient.
   Conv2dOptions& relu(bool fused) { relu_ = fused; return *this; }
   Conv2dOptions& init(init::Init i) { init_ = i; return *this; }
@@ -42,6 +48,7 @@ struct Conv2dOptions {
   int groups_ = 1;
   bool bias_ = true;
   ConvVariant variant_ = ConvVariant::kConvgemm;
+  codelets::Precision precision_ = codelets::Precision::kFp32;
   bool relu_ = false;
   init::Init init_ = init::Init::kPyTorchDefault;
 };
@@ -62,6 +69,8 @@ class Conv2d : public Layer {
   [[nodiscard]] std::string algorithm() const;
   // The variant of every later pass (auto measures again at the next batch).
   void set_variant(ConvVariant v);
+  // The precision of every later pass; InvalidArgument for bf16 where the CPU lacks AVX512-BF16.
+  void set_precision(codelets::Precision p);
   // Inference folding of a following per-channel affine map (BatchNorm): w[k] *= scale[k], b[k] = b[k] * scale[k]
   // + shift[k] (a bias is created when the layer had none). Waits for the tasks that use the weights.
   void fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift);

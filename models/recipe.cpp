@@ -18,9 +18,12 @@
 namespace dtnn {
 namespace {
 
-void set_conv_variant(Layer& layer, ConvVariant v) {
-  if (auto* conv = dynamic_cast<Conv2d*>(&layer)) conv->set_variant(v);
-  for (Layer* child : layer.children()) set_conv_variant(*child, v);
+void set_conv_variant(Layer& layer, ConvVariant v, codelets::Precision p) {
+  if (auto* conv = dynamic_cast<Conv2d*>(&layer)) {
+    conv->set_variant(v);
+    conv->set_precision(p);
+  }
+  for (Layer* child : layer.children()) set_conv_variant(*child, v, p);
 }
 
 }  // namespace
@@ -44,8 +47,9 @@ io::TrainTest open_dataset(const DataOptions& o, std::int64_t batch_hint) {
 
 Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed) {
   const models::ModelInfo& info = models::find(options.name);
+  check_precision_runs(options.precision, "--precision");
   Sequential model = info.make();
-  for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), options.conv);
+  for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), options.conv, options.precision);
   model.fusion(options.fusion);
   model.build(info.input, seed);
   return model;

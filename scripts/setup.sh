@@ -56,9 +56,11 @@ fi
 if [ "$action" = test ]; then
   packages+=(clang-14 libclang-rt-14-dev)
 fi
-# Debian's own StarPU only for bench/fxt_overhead.py, which compares dtnn built against it with our build.
+# Debian's own StarPU only for bench/fxt_overhead.py, which compares dtnn built against it with our build; jemalloc
+# and tcmalloc for PyTorch at its best in bench/compare_pytorch.py (glibc's malloc page-faults its tensors in every
+# step).
 if [ "$action" = bench ]; then
-  packages+=(libdnnl-dev hdf5-tools libstarpu-dev python3-matplotlib)
+  packages+=(libdnnl-dev hdf5-tools libstarpu-dev python3-matplotlib libjemalloc2 libgoogle-perftools4)
 fi
 
 missing=()

@@ -717,9 +717,11 @@ void pack_im2col_pixels(const Geom& g, const float* xg, dim_t q0, dim_t qb, dim_
   });
 }
 
-// Free: im2col rows; reduction: output pixels. The transposed implicit im2col of backward-weights: each
-// micro-panel's rows are gathered row-major (one stream per channel), then transposed into the panel.
-void pack_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t q0, dim_t qb, const Panels& out) {
+// Im2col rows [f0, f0 + fb) over output pixels [q0, q0 + qb), gathered row-major (one stream per channel) width
+// rows at a time: emit(pan, cnt, rows) receives rows f0 + pan to f0 + pan + cnt, row i at rows + i * qb.
+template <typename Emit>
+void gather_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t q0, dim_t qb, int width,
+                        Emit&& emit) {
   thread_local std::vector<BlockRun> runs;
   thread_local std::vector<Range> cols;
   thread_local AlignedFloats rows;
@@ -729,9 +731,9 @@ void pack_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t 
   } else {
     im2col_runs(g, xg, q0, qb, qb, runs, cols);
   }
-  float* const gathered = rows.reserve(static_cast<size_t>(out.width) * static_cast<size_t>(qb));
-  for (dim_t pan = 0; pan < fb; pan += out.width) {
-    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+  float* const gathered = rows.reserve(static_cast<size_t>(width) * static_cast<size_t>(qb));
+  for (dim_t pan = 0; pan < fb; pan += width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(width, fb - pan));
     if (shifted) {
       Tap tap(g, f0 + pan);
       for (int i = 0; i < cnt; ++i, tap.next(g)) {
@@ -763,10 +765,18 @@ void pack_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t 
           }
         }
       });
-    float* panel = out.column(pan);
-    transpose_into(gathered, static_cast<size_t>(qb), cnt, qb, panel, out.width);
-    zero_columns(panel, cnt, out.width, qb);
+    emit(pan, cnt, static_cast<const float*>(gathered));
   }
+}
+
+// Free: im2col rows; reduction: output pixels. The transposed implicit im2col of backward-weights: each
+// micro-panel's rows are gathered row-major, then transposed into the panel.
+void pack_im2col_rows(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t q0, dim_t qb, const Panels& out) {
+  gather_im2col_rows(g, xg, f0, fb, q0, qb, out.width, [&](dim_t pan, int cnt, const float* rows) {
+    float* panel = out.column(pan);
+    transpose_into(rows, static_cast<size_t>(qb), cnt, qb, panel, out.width);
+    zero_columns(panel, cnt, out.width, qb);
+  });
 }
 
 // Free: pixels; reduction: channels of an NCHW tensor t (dy, or x of a 1x1 convolution).
@@ -1269,6 +1279,190 @@ void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const fl
           pack_dy, store);
     }
   }
+}
+
+namespace {
+
+// ---- bf16: the driver of the pair-packed micro-kernels ----
+
+struct Bf16Kernel {
+  bf16gemm_ukr_ft ukr;
+  Blocking blocking;
+};
+
+// MR 32 x NR 8 as avx512_32x8; the cache blocks of skx (KC even, so that pairs never straddle two KC blocks).
+const Bf16Kernel& bf16_kernel(Bf16Math math) {
+  static const Bf16Kernel native{bf16gemm_ukr_avx512bf16_32x8, {32, 8, 384, 480, 3072}};
+  static const Bf16Kernel emulated{bf16gemm_ukr_emulated_32x8, {32, 8, 384, 480, 3072}};
+  if (math == Bf16Math::kEmulated) {
+    return emulated;
+  }
+  if (!cpu_has_avx512_bf16()) {
+    throw InvalidArgument(std::string("bf16 convgemm: this CPU has no AVX512-BF16 (vdpbf16ps)") +
+                          (cpu_isa_setting().capped() ? " at the level DTNN_MAX_CPU_ISA caps it to" : "") +
+                          ", expected a CPU with it (Zen 4 or later, Cooper Lake, Sapphire Rapids) or the emulation");
+  }
+  return native;
+}
+
+struct Bf16Workspace {
+  AlignedFloats a, b;
+};
+
+Bf16Workspace& bf16_workspace() {
+  thread_local Bf16Workspace ws;
+  return ws;
+}
+
+std::uint32_t* words(AlignedFloats& storage, size_t count) {
+  return reinterpret_cast<std::uint32_t*>(storage.reserve(count));
+}
+
+// Micro-panels of pair words: `width` free indices, word (f, t) at column(f)[t * width].
+struct PairPanels {
+  std::uint32_t* base;
+  int width;
+  dim_t pairs;
+  [[nodiscard]] std::uint32_t* column(dim_t f) const { return base + f / width * width * pairs + f % width; }
+};
+
+// The bf16 packers gather a micro-panel's rows row-major in fp32 as the fp32 packers do, round each row into pair
+// words (its elements 2t and 2t + 1 make word t), and transpose the words into the panel: half the data of the
+// fp32 transpose, and no second pass over the packed block. Rows cnt to width of the panel are zero.
+void rows_to_pairs(const float* rows, dim_t qb, int cnt, const PairPanels& out, dim_t pan) {
+  thread_local AlignedFloats storage;
+  const dim_t pairs = (qb + 1) / 2;
+  std::uint32_t* const row_words = words(storage, static_cast<size_t>(cnt * pairs));
+  const auto round_pairs = cpu_has_avx512() ? round_to_bf16_pairs_avx512 : round_to_bf16_pairs;
+  for (int i = 0; i < cnt; ++i) {
+    round_pairs(rows + i * qb, qb, row_words + i * pairs);
+  }
+  // Words moved as floats: transpose_into only copies and shuffles, which keep every bit.
+  auto* panel = reinterpret_cast<float*>(out.column(pan));
+  transpose_into(reinterpret_cast<const float*>(row_words), static_cast<size_t>(pairs), cnt, pairs, panel, out.width);
+  zero_columns(panel, cnt, out.width, pairs);
+}
+
+// Free: im2col rows; reduction: output pixels (pack_im2col_rows in pairs).
+void pack_im2col_rows_bf16(const Geom& g, const float* xg, dim_t f0, dim_t fb, dim_t q0, dim_t qb,
+                           const PairPanels& out) {
+  gather_im2col_rows(g, xg, f0, fb, q0, qb, out.width,
+                     [&](dim_t pan, int cnt, const float* rows) { rows_to_pairs(rows, qb, cnt, out, pan); });
+}
+
+// Free: channels; reduction: pixels of an NCHW tensor t (pack_nchw_channels in pairs). A pair may span two
+// samples (planes of odd size), hence the rows are copied out first.
+void pack_nchw_channels_bf16(const float* t, size_t sample_stride, size_t plane, dim_t f0, dim_t fb, dim_t q0,
+                             dim_t qb, const PairPanels& out) {
+  thread_local std::vector<BlockRun> runs;
+  thread_local AlignedFloats storage;
+  plane_runs(t, sample_stride, plane, static_cast<int>(plane), q0, qb, qb, runs);
+  float* const rows = storage.reserve(static_cast<size_t>(out.width) * static_cast<size_t>(qb));
+  for (dim_t pan = 0; pan < fb; pan += out.width) {
+    const int cnt = static_cast<int>(std::min<dim_t>(out.width, fb - pan));
+    for (int i = 0; i < cnt; ++i) {
+      const size_t channel = static_cast<size_t>(f0 + pan + i) * plane;
+      for (const BlockRun& run : runs) {
+        copy_floats(run.src + channel + static_cast<size_t>(run.pixel), run.count, rows + i * qb + run.offset);
+      }
+    }
+    rows_to_pairs(rows, qb, cnt, out, pan);
+  }
+}
+
+// c(u, v) = sum over k of U(u, k) V(v, k), overwritten, element (u, v) at c[u + v * ldc]: BLIS's loops as gemm()
+// runs them, u on the MR side, with the bf16 packers: pack(f0, fb, p0, pb, out) fills PairPanels.
+template <typename PackU, typename PackV>
+void gemm_bf16(const Bf16Kernel& mk, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u, PackV&& pack_v, float* c,
+               inc_t ldc) {
+  const Blocking& bs = mk.blocking;
+  Bf16Workspace& ws = bf16_workspace();
+  const dim_t kpc = (std::min(bs.kc, k) + 1) / 2;
+  const dim_t a_panels = (std::min(bs.mc, nu) + bs.mr - 1) / bs.mr;
+  const dim_t b_panels = (std::min(bs.nc, nv) + bs.nr - 1) / bs.nr;
+  std::uint32_t* const a_block = words(ws.a, static_cast<size_t>(a_panels * bs.mr * kpc));
+  std::uint32_t* const b_block = words(ws.b, static_cast<size_t>(b_panels * bs.nr * kpc));
+  for (dim_t jc = 0; jc < nv; jc += bs.nc) {
+    const dim_t nb = std::min(bs.nc, nv - jc);
+    for (dim_t pc = 0; pc < k; pc += bs.kc) {
+      const dim_t kb = std::min(bs.kc, k - pc);
+      const dim_t kp = (kb + 1) / 2;
+      pack_v(jc, nb, pc, kb, PairPanels{b_block, static_cast<int>(bs.nr), kp});
+      const float beta = pc == 0 ? 0.0f : 1.0f;
+      for (dim_t ic = 0; ic < nu; ic += bs.mc) {
+        const dim_t mb = std::min(bs.mc, nu - ic);
+        pack_u(ic, mb, pc, kb, PairPanels{a_block, static_cast<int>(bs.mr), kp});
+        for (dim_t jr = 0; jr < nb; jr += bs.nr) {
+          for (dim_t ir = 0; ir < mb; ir += bs.mr) {
+            mk.ukr(std::min(bs.mr, mb - ir), std::min(bs.nr, nb - jr), kp, a_block + ir * kp, b_block + jr * kp,
+                   beta, c + (ic + ir) + (jc + jr) * ldc, ldc);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                      Bf16Math math) {
+  const Bf16Kernel& mk = bf16_kernel(math);
+  const Geom g(sh);
+  if (db != nullptr) {
+    bias_bwd_weights(std::max(g.n, 0), g.k, g.plane, dy, db);
+  }
+  const size_t w_group = static_cast<size_t>(std::max(g.kg, 0)) * g.crs;
+  if (w_group == 0) {
+    return;
+  }
+  if (g.npix == 0) {
+    std::fill_n(dw, static_cast<size_t>(sh.groups) * w_group, 0.0f);
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_bwd_weights(g, x, dy, dw);
+    return;
+  }
+  const auto crs = static_cast<dim_t>(g.crs);
+  for (int grp = 0; grp < sh.groups; ++grp) {
+    const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
+    const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
+    float* dwg = dw + static_cast<size_t>(grp) * w_group;
+    const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const PairPanels& out) {
+      pack_nchw_channels_bf16(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
+    };
+    if (g.identity) {
+      gemm_bf16(
+          mk, crs, g.kg, g.npix,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const PairPanels& out) {
+            pack_nchw_channels_bf16(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
+          },
+          pack_dy, dwg, crs);
+    } else {
+      gemm_bf16(
+          mk, crs, g.kg, g.npix,
+          [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const PairPanels& out) {
+            pack_im2col_rows_bf16(g, xg, f0, fb, p0, pb, out);
+          },
+          pack_dy, dwg, crs);
+    }
+  }
+}
+
+std::size_t convgemm_bf16_workspace_bytes(const Conv2dShape& sh) {
+  const Geom g(sh);
+  if (g.npix == 0 || g.kg <= 0 || g.depthwise()) {
+    return 0;
+  }
+  const Blocking& bs = bf16_kernel(Bf16Math::kEmulated).blocking;
+  const auto crs = static_cast<dim_t>(g.crs);
+  const dim_t kc = std::min(bs.kc, g.npix);
+  const dim_t a = (std::min(bs.mc, crs) + bs.mr - 1) / bs.mr * bs.mr;
+  const dim_t b = (std::min(bs.nc, static_cast<dim_t>(g.kg)) + bs.nr - 1) / bs.nr * bs.nr;
+  // The two blocks of pairs, the packers' fp32 rows of a micro-panel and their words.
+  const dim_t floats = (a + b) * ((kc + 1) / 2) + bs.mr * kc * 2;
+  return static_cast<size_t>(floats) * sizeof(float);
 }
 
 std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {

@@ -25,6 +25,22 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
 // dw = sum over the n samples (overwrites); db (nullable) = sum of dy over n and the plane.
 void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db);
 
+// ---- bf16 (codelets/cpu/bf16.hpp) ----
+// Which micro-kernel computes bf16 products: AVX512-BF16's vdpbf16ps, or its emulation, which gives the same
+// results bit for bit on any x86-64 (slowly: for machines without the instruction, and for tests).
+enum class Bf16Math { kAvx512Bf16, kEmulated };
+// dw as conv2d_bwd_weights_convgemm computes it, from x and dy rounded to bf16 (to nearest, ties to even) as they
+// are packed, with fp32 accumulation: pairs of products added in the micro-kernel as vdpbf16ps adds them, KC
+// blocks of pixels added in fp32 in increasing order. db is summed in fp32 from dy as it is. Depthwise
+// convolutions run the fp32 loops (memory-bound; bf16 would not pay). Bitwise deterministic for a shape, whatever
+// the math (the two give the same bits). dtnn::InvalidArgument for kAvx512Bf16 on a CPU without AVX512-BF16
+// (or with DTNN_MAX_CPU_ISA below avx512).
+void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
+                                      Bf16Math math);
+// Its working memory: the packed blocks of pairs and the packers' rows, bounded by the cache blocks whatever the
+// batch.
+std::size_t convgemm_bf16_workspace_bytes(const Conv2dShape& sh);
+
 // Bytes of working memory a call needs beyond its inputs and outputs, the largest of the three passes: packing
 // buffers for convgemm; the im2col matrix plus the GEMM packing buffers (BLIS's, same block sizes) for im2col.
 std::size_t convgemm_workspace_bytes(const Conv2dShape& sh);

@@ -14,6 +14,8 @@
 
 #include <blis.h>
 
+#include <cstdint>
+
 namespace dtnn::kernels::cpu {
 
 // MR x NR in the name. AVX-512F: MR = 16 x vectors.
@@ -24,5 +26,24 @@ void sgemm_ukr_avx512_48x8(dim_t m, dim_t n, dim_t k, float* alpha, float* a, fl
 // AVX2 + FMA: MR = 8 x vectors.
 void sgemm_ukr_avx2_24x4(dim_t m, dim_t n, dim_t k, float* alpha, float* a, float* b, float* beta, float* c,
                          inc_t rs_c, inc_t cs_c, auxinfo_t* aux, cntx_t* cntx);
+
+// ---- bf16 (codelets/cpu/bf16.hpp) ----
+// C(MR x NR) = beta * C + A(MR x 2 kp) B(2 kp x NR) in fp32, on panels of bf16 pairs: A's micro-panel holds word
+// (i, t) = elements (i, 2t) and (i, 2t + 1) at a[t * MR + i], B's (t, j) at b[t * NR + j]; each word's two products
+// are added to the fp32 accumulator as vdpbf16ps adds them ((acc + odd) + even, pair after pair). C has unit
+// stride along MR (cs_c between columns); edges are stored under masks; beta is 0 (C never read) or 1.
+using bf16gemm_ukr_ft = void (*)(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b,
+                                 float beta, float* c, inc_t cs_c);
+// AVX512-BF16's vdpbf16ps (with AVX-512F; callers check cpu_has_avx512_bf16()).
+void bf16gemm_ukr_avx512bf16_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b,
+                                  float beta, float* c, inc_t cs_c);
+// The same results, bit for bit, in portable C++ (any CPU): the emulation of vdpbf16ps in bf16.hpp.
+void bf16gemm_ukr_emulated_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b,
+                                float beta, float* c, inc_t cs_c);
+
+// A row of count floats -> ceil(count / 2) pair words, dst[t] = src[2t] and src[2t + 1] rounded as bf16.hpp's
+// float_to_bf16 (an odd last element is paired with zero). The AVX-512F variant gives the same words, faster.
+void round_to_bf16_pairs(const float* src, dim_t count, std::uint32_t* dst);
+void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* dst);
 
 }  // namespace dtnn::kernels::cpu

@@ -2,6 +2,8 @@
 // AVX-512F micro-kernels of convgemm (convgemm_ukernels.hpp). Compiled with -mavx512f -mfma only (CMake).
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "codelets/cpu/convgemm_ukernels.hpp"
 
 namespace dtnn::kernels::cpu {
@@ -96,7 +98,41 @@ template <int MV, int NR>
   }
 }
 
+// The upper halves of x rounded to bf16 as float_to_bf16 (bf16.hpp) rounds, in the upper 16 bits of each lane
+// (the lower 16 are zero).
+inline __m512i round_bf16_high(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), exponent);
+  const __mmask16 tiny = _mm512_testn_epi32_mask(u, exponent);
+  const __m512i odd = _mm512_and_si512(_mm512_maskz_srli_epi32(0xffff, u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+  r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+}
+
+// 16 floats -> their 16 bf16 halves in order (8 pair words); masked-off lanes give zeros.
+inline __m256i round_bf16_16(__mmask16 mask, const float* src) {
+  const __m512i halves = _mm512_maskz_srli_epi32(0xffff, round_bf16_high(_mm512_maskz_loadu_ps(mask, src)), 16);
+  return _mm512_maskz_cvtepi32_epi16(0xffff, halves);
+}
+
 }  // namespace
+
+void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* dst) {
+  dim_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i / 2), round_bf16_16(0xffff, src + i));
+  }
+  if (i < count) {
+    const auto left = static_cast<unsigned>(count - i);
+    alignas(32) std::uint32_t tail[8];
+    const auto mask = static_cast<__mmask16>((1u << left) - 1u);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tail), round_bf16_16(mask, src + i));
+    std::memcpy(dst + i / 2, tail, (left + 1) / 2 * sizeof(std::uint32_t));
+  }
+}
 
 // beta is 0 or 1 in convgemm: with 1, "beta * C + AB" is the C + AB the kernels compute.
 void sgemm_ukr_avx512_32x8(dim_t m, dim_t n, dim_t k, float* alpha, float* a, float* b, float* beta, float* c,

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 #include <string>
+#include <utility>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -403,7 +404,8 @@ INSTANTIATE_TEST_SUITE_P(
                                "/nonexistent-dtnn/ckpt.h5"},
                       BadInput{"evaluate --dataset synthetic", 2, "--checkpoint"},
                       BadInput{"train --dataset h5", 2, "--data-file: required"},
-                      BadInput{"train --host-allocator jemalloc", 2, "--host-allocator"}));
+                      BadInput{"train --host-allocator jemalloc", 2, "--host-allocator"},
+                      BadInput{"train --precision fp16", 2, "--precision"}));
 
 CliRun mpirun(const std::string& args) {
   return dtnn_with_prefix("mpirun --oversubscribe --allow-run-as-root " + args);
@@ -505,6 +507,45 @@ std::string weights_checksum(const fs::path& report) {
   const std::string checksum = read_json(report).at("weights_checksum");
   fs::remove(report);
   return checksum;
+}
+
+// --precision bf16 (issue 37): the weight gradients of the convolutions from bf16-rounded inputs. The emulation gives
+// vdpbf16ps's bits, with one worker or two; fp32 ends elsewhere; a CPU without AVX512-BF16 (here: the cap) is told
+// to use the emulation.
+TEST(CliTest, Bf16WeightGradientsAreTheEmulationsBitForBitOnAnyWorkerCount) {
+  const std::string run = "train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 48 --batch-size 16 "
+                          "--steps-per-epoch 3 --seed 2 --tiles 2 --quiet --no-test";
+  const auto trained = [&](const std::string& precision, int workers) {
+    const fs::path report = temp_path("precision-" + precision + std::to_string(workers) + ".json");
+    const CliRun r = dtnn(run + " --precision " + precision + " --workers " + std::to_string(workers) + " --report " +
+                          report.string());
+    if (r.status != 0) {
+      fs::remove(report);
+      return std::make_pair(r, std::string());
+    }
+    EXPECT_EQ(read_json(report).at("precision"), precision);
+    return std::make_pair(r, weights_checksum(report));
+  };
+  const auto [fp32_run, fp32] = trained("fp32", 2);
+  ASSERT_EQ(fp32_run.status, 0) << fp32_run.output;
+  const auto [emulated_run, emulated] = trained("bf16-emulated", 1);
+  ASSERT_EQ(emulated_run.status, 0) << emulated_run.output;
+  EXPECT_NE(emulated, fp32) << "bf16 weight gradients train other weights than fp32's";
+  const auto [emulated2_run, emulated2] = trained("bf16-emulated", 2);
+  ASSERT_EQ(emulated2_run.status, 0) << emulated2_run.output;
+  EXPECT_EQ(emulated2, emulated) << "bf16-emulated with 2 workers against 1";
+
+  const CliRun capped = dtnn_with_prefix("DTNN_MAX_CPU_ISA=avx2 " + exe() + " " + run + " --precision bf16");
+  EXPECT_EQ(capped.status, 2) << capped.output;
+  EXPECT_NE(capped.output.find("--precision: bf16 needs AVX512-BF16"), std::string::npos) << capped.output;
+  EXPECT_NE(capped.output.find("bf16-emulated"), std::string::npos) << capped.output;
+
+  const auto [native_run, native] = trained("bf16", 2);
+  if (native_run.status != 0 && native_run.output.find("AVX512-BF16") != std::string::npos) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: bf16 itself is not compared with the emulation";
+  }
+  ASSERT_EQ(native_run.status, 0) << native_run.output;
+  EXPECT_EQ(native, emulated) << "vdpbf16ps against the emulation";
 }
 
 // A resumed run says where it resumed: a --resume that trained from scratch with the same seed would end on the same
@@ -675,6 +716,23 @@ TEST(CliTest, CalibrateWritesAMachineFolderAndSimulateNeedsTheSimGridBuild) {
 // --out NAME.tar.xz: the calibration in one file (a tar.xz of the folder's files, which tar extracts), and a second
 // calibration into it keeps the first's models and row and adds its own, as a folder does; nothing else is left
 // beside it. A file that is not an archive is refused and left as it was.
+// A calibration in bf16 says so and holds the bf16 codelets' models under their own names, beside nothing of fp32's
+// for the same pass: dtnn simulate picks calibrations of the precision asked for.
+TEST(CliTest, CalibrationInBf16RecordsItsPrecisionAndItsOwnCodelets) {
+  const fs::path dir = temp_path("machine-bf16");
+  const CliRun r = dtnn("calibrate --model simplecnn --batch-size 16 --steps 4 --workers 1 --precision bf16-emulated "
+                        "--out " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const fs::path codelets = dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_bwd_weights_convgemm_bf16emu.dtnn-machine"));
+  EXPECT_FALSE(fs::exists(codelets / "conv2d_bwd_weights_convgemm.dtnn-machine"));
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm.dtnn-machine")) << "the forward pass stays fp32";
+  const auto doc = read_json(dir / "machine.json");
+  ASSERT_EQ(doc.at("calibrations").size(), 1u);
+  EXPECT_EQ(doc.at("calibrations")[0].at("precision"), "bf16-emulated");
+  fs::remove_all(dir);
+}
+
 TEST(CliTest, CalibrateIntoAnArchiveAccumulates) {
   const fs::path archive = temp_path("machine.tar.xz");
   fs::remove(archive);

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+// convgemm's bf16 backward-weights (codelets/cpu/bf16.hpp, convgemm.hpp): rounding to bf16 as VCVTNEPS2BF16 rounds,
+// the packing into pairs (portable and AVX-512F alike), the results against direct convolution in double computed
+// from the bf16-rounded inputs (tolerance 1e-6 of the largest reference magnitude: the only error left is fp32
+// accumulation; an fp32 kernel that did not round its inputs is ~1e-3 away), and the emulated micro-kernel against
+// vdpbf16ps bit for bit (skipped on a CPU without AVX512-BF16: a missing instruction, not a missing tool).
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codelets/cpu/bf16.hpp"
+#include "codelets/cpu/convgemm.hpp"
+#include "codelets/cpu/convgemm_ukernels.hpp"
+#include "conv_reference.hpp"
+#include "core/cpu_features.hpp"
+#include "core/errors.hpp"
+#include "kernel_test_util.hpp"
+
+namespace dtnn::kernels::cpu {
+namespace {
+
+using test::all_close;
+using test::bitwise_equal;
+using test::checked_elements;
+using test::conv_shape;
+using test::matches_at;
+using test::nan_vector;
+using test::random_vector;
+using test::reference_dw;
+using test::w_size;
+using test::x_size;
+using test::y_size;
+
+constexpr double kRtol = 1e-6;
+
+std::vector<float> rounded(std::vector<float> v) {
+  for (float& e : v) {
+    e = round_to_bf16(e);
+  }
+  return v;
+}
+
+TEST(Bf16Test, RoundsToNearestEvenFlushesDenormalsAndQuietensNaNs) {
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even 1; 1 + 3 * 2^-8 goes up to the even 1 + 2^-6.
+  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(float_to_bf16(-2.5f), 0xc020);
+  EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::denorm_min()), 0x0000);
+  EXPECT_EQ(float_to_bf16(-0x1p-130f), 0x8000);
+  EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7f80);
+  EXPECT_EQ(float_to_bf16(-std::numeric_limits<float>::infinity()), 0xff80);
+  EXPECT_EQ(float_to_bf16(std::bit_cast<float>(0x7f800001u)), 0x7fc0);  // signalling NaN: quietened
+  EXPECT_EQ(bf16_pair(1.0f, -2.0f), 0xc0003f80u);
+}
+
+std::vector<float> awkward_values(std::size_t count, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  std::vector<float> v(count);
+  for (auto& e : v) {
+    e = std::bit_cast<float>(bits(gen));  // every exponent: denormals, infinities and NaNs included
+  }
+  v[0] = 1.0f + 0x1p-8f;
+  v[1] = -0x1p-130f;
+  v[2] = std::numeric_limits<float>::max();
+  return v;
+}
+
+TEST(Bf16Test, PairsOfARowAreItsConsecutiveElementsRounded) {
+  const std::vector<float> row = {1.0f, -2.0f, 1.0f + 0x1p-8f, 0x1p-130f, 3.0f};
+  std::vector<std::uint32_t> words(4, 0xdeadbeefu);
+  round_to_bf16_pairs(row.data(), static_cast<dim_t>(row.size()), words.data());
+  EXPECT_EQ(words[0], 0xc0003f80u);
+  EXPECT_EQ(words[1], 0x00003f80u);
+  EXPECT_EQ(words[2], 0x00004040u) << "an odd last element pairs with zero";
+  EXPECT_EQ(words[3], 0xdeadbeefu) << "written past the row's words";
+}
+
+TEST(Bf16Test, Avx512RoundingGivesThePortableWords) {
+  if (!cpu_has_avx512()) {
+    GTEST_SKIP() << "no AVX-512 (or DTNN_MAX_CPU_ISA caps it): the portable rounding is the only one";
+  }
+  for (const dim_t count : {1, 2, 15, 16, 17, 31, 32, 33, 383, 384, 1000}) {
+    const auto src = awkward_values(static_cast<std::size_t>(count), static_cast<std::uint32_t>(count));
+    const auto words = static_cast<std::size_t>((count + 1) / 2);
+    std::vector<std::uint32_t> portable(words + 1, 0xdeadbeefu), wide(words + 1, 0xdeadbeefu);
+    round_to_bf16_pairs(src.data(), count, portable.data());
+    round_to_bf16_pairs_avx512(src.data(), count, wide.data());
+    EXPECT_EQ(portable, wide) << "count " << count;
+    EXPECT_EQ(wide.back(), 0xdeadbeefu) << "written past the row's words, count " << count;
+  }
+}
+
+// Panels of random pair words whose values span many binades, so that sums cancel, round at every step and
+// underflow into the flushed range.
+std::vector<std::uint32_t> random_panel(std::size_t words, std::uint32_t seed, int min_exp, int max_exp) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> exponent(min_exp, max_exp);
+  std::uniform_int_distribution<std::uint32_t> mantissa(0, 0x7f);
+  std::uniform_int_distribution<std::uint32_t> sign(0, 1);
+  const auto value = [&] {
+    return static_cast<std::uint16_t>(sign(gen) << 15 | static_cast<std::uint32_t>(exponent(gen)) << 7 | mantissa(gen));
+  };
+  std::vector<std::uint32_t> v(words);
+  for (auto& w : v) {
+    w = static_cast<std::uint32_t>(value()) | static_cast<std::uint32_t>(value()) << 16;
+  }
+  return v;
+}
+
+TEST(Bf16MicroKernelTest, EmulationIsVdpbf16psBitForBit) {
+  if (!cpu_has_avx512_bf16()) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16 (or DTNN_MAX_CPU_ISA caps it): nothing to compare the emulation with";
+  }
+  struct Range {
+    int min_exp, max_exp;
+  };
+  // Biased exponents: around 1; over half the range; tiny values whose products and sums fall below FLT_MIN.
+  for (const Range r : {Range{120, 134}, Range{64, 190}, Range{1, 70}}) {
+    for (const dim_t kp : {1, 2, 13, 192}) {
+      const auto seed = static_cast<std::uint32_t>(kp);
+      const auto a = random_panel(static_cast<std::size_t>(32 * kp), seed, r.min_exp, r.max_exp);
+      const auto b = random_panel(static_cast<std::size_t>(8 * kp), seed + 7, r.min_exp, r.max_exp);
+      for (const float beta : {0.0f, 1.0f}) {
+        const inc_t ld = 37;
+        auto native = random_vector(static_cast<std::size_t>(ld * 8), 3);
+        auto emulated = native;
+        bf16gemm_ukr_avx512bf16_32x8(32, 8, kp, a.data(), b.data(), beta, native.data(), ld);
+        bf16gemm_ukr_emulated_32x8(32, 8, kp, a.data(), b.data(), beta, emulated.data(), ld);
+        EXPECT_TRUE(bitwise_equal(emulated, native)) << "exponents " << r.min_exp << "-" << r.max_exp << ", kp "
+                                                     << kp << ", beta " << beta;
+        // Edges: a 21 x 5 tile leaves the rest of C untouched.
+        auto native_edge = random_vector(static_cast<std::size_t>(ld * 8), 4);
+        auto emulated_edge = native_edge;
+        const auto before = native_edge;
+        bf16gemm_ukr_avx512bf16_32x8(21, 5, kp, a.data(), b.data(), beta, native_edge.data(), ld);
+        bf16gemm_ukr_emulated_32x8(21, 5, kp, a.data(), b.data(), beta, emulated_edge.data(), ld);
+        EXPECT_TRUE(bitwise_equal(emulated_edge, native_edge));
+        for (std::size_t e = 0; e < before.size(); ++e) {
+          const auto row = static_cast<inc_t>(e) % ld;
+          const auto col = static_cast<inc_t>(e) / ld;
+          if (row >= 21 || col >= 5) {
+            ASSERT_EQ(std::bit_cast<std::uint32_t>(native_edge[e]), std::bit_cast<std::uint32_t>(before[e]))
+                << "element (" << row << ", " << col << ") outside the 21 x 5 tile was written";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16MicroKernelTest, EmulationAddsOddThenEvenProductsWithDazAndFtz) {
+  // (acc + odd) + even in fp32: 1 + 2^-24 (odd) rounds back to 1 before 2^-23 (even) is added; even first, or a
+  // single rounding of the three terms, would give 1 + 2^-22.
+  EXPECT_EQ(dpbf16(1.0f, bf16_pair(0x1p-23f, 0x1p-24f), bf16_pair(1.0f, 1.0f)), 1.0f + 0x1p-23f);
+  // Products of tiny values are exact (2^-128 added to FLT_MIN), results below FLT_MIN are flushed to zero, and a
+  // denormal acc is read as zero (as measured on Zen 5's vdpbf16ps).
+  EXPECT_EQ(dpbf16(0x1p-126f, bf16_pair(0.0f, 0x1p-64f), bf16_pair(0.0f, 0x1p-64f)), 0x1.4p-126f);
+  EXPECT_EQ(dpbf16(0.0f, bf16_pair(0.0f, 0x1p-64f), bf16_pair(0.0f, 0x1p-64f)), 0.0f);
+  EXPECT_EQ(dpbf16(0x1p-127f, bf16_pair(0.0f, 0x1p-63f), bf16_pair(0.0f, 0x1p-63f)), 0x1p-126f);
+}
+
+struct Bf16Case {
+  std::string name;
+  Conv2dShape shape;
+};
+
+void PrintTo(const Bf16Case& c, std::ostream* os) { *os << c.name; }
+
+class Bf16ConvTest : public ::testing::TestWithParam<Bf16Case> {};
+
+std::vector<Bf16Case> bf16_cases() {
+  return {
+      //                            n   c   h   w    k  r  s sh sw pt pb pl pr dh dw g
+      {"Same3x3", conv_shape(2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"OddPixels", conv_shape(1, 5, 7, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"Stride2Asymmetric", conv_shape(3, 6, 11, 10, 9, 3, 3, 2, 2, 0, 1, 1, 0, 1, 1, 1)},
+      {"Dilated5x3", conv_shape(2, 4, 12, 13, 6, 5, 3, 1, 2, 2, 2, 1, 1, 2, 1, 1)},
+      {"Identity1x1", conv_shape(2, 40, 9, 9, 24, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {"Strided1x1", conv_shape(2, 16, 9, 9, 32, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1)},
+      {"Groups", conv_shape(2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2)},
+      {"Depthwise", conv_shape(2, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 8)},
+      // Several KC blocks of pixels (the last of odd length), MC blocks of im2col rows and partial panels.
+      {"ManyBlocks", conv_shape(3, 70, 15, 15, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"ResNetLayer64", conv_shape(2, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      {"ResNetLayer256Stride2", conv_shape(2, 128, 16, 16, 256, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
+  };
+}
+
+TEST_P(Bf16ConvTest, BackwardWeightsIsTheDoubleSumOfBf16RoundedInputs) {
+  const Conv2dShape& sh = GetParam().shape;
+  const auto x = random_vector(x_size(sh), 21);
+  const auto dy = random_vector(y_size(sh), 22);
+  const bool depthwise = sh.c == sh.groups && sh.groups > 1;
+  // Depthwise convolutions stay in fp32 (convgemm.hpp): their reference uses the inputs as they are.
+  const auto xr = depthwise ? x : rounded(x);
+  const auto dyr = depthwise ? dy : rounded(dy);
+  const double macs = static_cast<double>(sh.n) * sh.out_h() * sh.out_w();
+  const auto idx = checked_elements(w_size(sh), macs, 23);
+  std::vector<double> ref(idx.size());
+  std::vector<double> unrounded(idx.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    ref[j] = reference_dw(sh, xr, dyr, idx[j]);
+    unrounded[j] = reference_dw(sh, x, dy, idx[j]);
+  }
+  std::vector<double> ref_db(static_cast<std::size_t>(sh.k), 0.0);
+  const std::size_t plane = static_cast<std::size_t>(sh.out_h()) * sh.out_w();
+  for (std::size_t yi = 0; yi < dy.size(); ++yi) {
+    ref_db[yi / plane % sh.k] += dy[yi];
+  }
+  auto dw = nan_vector(w_size(sh));
+  auto db = nan_vector(static_cast<std::size_t>(sh.k));
+  conv2d_bwd_weights_convgemm_bf16(sh, x.data(), dy.data(), dw.data(), db.data(), Bf16Math::kEmulated);
+  EXPECT_TRUE(matches_at(dw, idx, ref, depthwise ? 1e-4 : kRtol));
+  EXPECT_TRUE(test::all_close(db, ref_db, 1e-4)) << "db: an fp32 sum of dy as it is";
+  if (!depthwise) {
+    // The test can tell: the fp32 result is further from the rounded inputs' reference than the tolerance.
+    EXPECT_FALSE(matches_at(dw, idx, unrounded, kRtol)) << "the inputs were not rounded to bf16";
+  }
+
+  if (!cpu_has_avx512_bf16()) {
+    EXPECT_THROW(conv2d_bwd_weights_convgemm_bf16(sh, x.data(), dy.data(), dw.data(), nullptr, Bf16Math::kAvx512Bf16),
+                 InvalidArgument);
+    return;
+  }
+  auto native = nan_vector(w_size(sh));
+  conv2d_bwd_weights_convgemm_bf16(sh, x.data(), dy.data(), native.data(), nullptr, Bf16Math::kAvx512Bf16);
+  EXPECT_TRUE(bitwise_equal(native, dw)) << "vdpbf16ps against the emulation";
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometry, Bf16ConvTest, ::testing::ValuesIn(bf16_cases()),
+                         [](const ::testing::TestParamInfo<Bf16Case>& info) { return info.param.name; });
+
+TEST(Bf16ConvTest, NativeMathOnACpuWithoutAvx512Bf16NamesTheInstruction) {
+  if (cpu_has_avx512_bf16()) {
+    GTEST_SKIP() << "this CPU has AVX512-BF16 (DTNN_MAX_CPU_ISA=avx2 takes it away: ctest's kernels_isa_avx2)";
+  }
+  const Conv2dShape sh = conv_shape(1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  const auto x = random_vector(x_size(sh), 1);
+  const auto dy = random_vector(y_size(sh), 2);
+  std::vector<float> dw(w_size(sh));
+  try {
+    conv2d_bwd_weights_convgemm_bf16(sh, x.data(), dy.data(), dw.data(), nullptr, Bf16Math::kAvx512Bf16);
+    FAIL() << "expected dtnn::InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("AVX512-BF16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("emulation"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Bf16ConvTest, WorkspaceIsBoundedByTheCacheBlocksWhateverTheBatch) {
+  const Conv2dShape sh = conv_shape(8, 256, 16, 16, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  Conv2dShape big = sh;
+  big.n = 256;
+  // MC x KC pairs of im2col rows, NC x KC of channels (all 256), and a micro-panel's rows: well under 2 MiB.
+  EXPECT_GT(convgemm_bf16_workspace_bytes(sh), 0u);
+  EXPECT_LT(convgemm_bf16_workspace_bytes(sh), 2u << 20);
+  EXPECT_EQ(convgemm_bf16_workspace_bytes(big), convgemm_bf16_workspace_bytes(sh));
+}
+
+}  // namespace
+}  // namespace dtnn::kernels::cpu
