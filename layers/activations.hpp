@@ -77,18 +77,28 @@ class GELU : public ElementwiseActivation {
   [[nodiscard]] std::string describe() const override { return "exact (erf)"; }
 };
 
-// Softmax over the first per-sample dimension (PyTorch's dim=1): the features of an (N, F) input, the channels
-// of an (N, C, H, W) one at every position. Backward is the full Jacobian-vector product,
-// dx = y * (dy - sum(dy * y)). For classification losses the fused softmax + cross-entropy is more accurate.
+struct SoftmaxOptions {
+  // The dimension of the batch tensor (PyTorch's dim): 1 (default) is the first per-sample one, the features of an
+  // (N, F) input and the channels of an (N, C, H, W) one; -1 the last, the vocabulary of (N, S, V) logits.
+  SoftmaxOptions& dim(int d) { dim_ = d; return *this; }
+  int dim_ = 1;
+};
+
+// Softmax over one dimension at every other position (PyTorch's nn.Softmax(dim)). Backward is the full
+// Jacobian-vector product, dx = y * (dy - sum(dy * y)). For classification losses the fused softmax +
+// cross-entropy is more accurate.
 class Softmax : public Layer {
  public:
+  explicit Softmax(SoftmaxOptions options = SoftmaxOptions()) : options_(options) {}
   [[nodiscard]] std::string type() const override { return "Softmax"; }
-  [[nodiscard]] std::string describe() const override { return "dim 1"; }
+  [[nodiscard]] std::string describe() const override;
   Shape build(const Shape& sample_input) override;
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
 
  private:
+  SoftmaxOptions options_;
+  std::int64_t outer_ = 1;
   int channels_ = 0;
 };
 
