@@ -15,7 +15,7 @@ enum class ConvAlgorithm {
 
 const char* to_string(ConvAlgorithm a);
 
-enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu };
+enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu, kGeluTanh };
 
 struct ActivationSpec {
   ActivationKind kind = ActivationKind::kSigmoid;

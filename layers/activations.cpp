@@ -53,6 +53,21 @@ ELU::ELU(ELUOptions o) : ElementwiseActivation({codelets::ActivationKind::kElu, 
 
 std::string ELU::describe() const { return fmt::format("alpha {:g}", options_.alpha_); }
 
+namespace {
+
+codelets::ActivationKind gelu_kind(const GELUOptions& o) {
+  if (o.approximate_ == "none") return codelets::ActivationKind::kGelu;
+  if (o.approximate_ == "tanh") return codelets::ActivationKind::kGeluTanh;
+  throw InvalidArgument(fmt::format("GELU: approximate='{}', expected 'none' or 'tanh'", o.approximate_));
+}
+
+}  // namespace
+
+GELU::GELU(GELUOptions o) : ElementwiseActivation({gelu_kind(o), 0.0f}), options_(std::move(o)) {}
+
+// The exact one keeps the words the model summaries (and the data-parallel ranks' hash of them) always had.
+std::string GELU::describe() const { return options_.approximate_ == "tanh" ? "tanh approximation" : "exact (erf)"; }
+
 std::string Softmax::describe() const { return fmt::format("dim {}", options_.dim_); }
 
 Shape Softmax::build(const Shape& in) {

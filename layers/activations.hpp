@@ -3,6 +3,9 @@
 // the channels. Element-wise ones accept any per-sample shape.
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "codelets/kinds.hpp"
 #include "layers/layer.hpp"
 
@@ -69,12 +72,23 @@ class ELU : public ElementwiseActivation {
   ELUOptions options_;
 };
 
-// Exact GELU, x * Phi(x) with the normal CDF through erf (PyTorch's default; not the tanh approximation).
+struct GELUOptions {
+  // PyTorch's approximate: "none" (the exact GELU) or "tanh".
+  GELUOptions& approximate(std::string a) { approximate_ = std::move(a); return *this; }
+  std::string approximate_ = "none";
+};
+
+// GELU as PyTorch's nn.GELU(approximate): exact, x * Phi(x) with the normal CDF through erf (the default), or the
+// tanh approximation 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) of GPT-2.
 class GELU : public ElementwiseActivation {
  public:
-  GELU() : ElementwiseActivation({codelets::ActivationKind::kGelu, 0.0f}) {}
+  explicit GELU(GELUOptions options = GELUOptions());
   [[nodiscard]] std::string type() const override { return "GELU"; }
-  [[nodiscard]] std::string describe() const override { return "exact (erf)"; }
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] const GELUOptions& options() const { return options_; }
+
+ private:
+  GELUOptions options_;
 };
 
 struct SoftmaxOptions {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernels of sequence models against float64 references: token cross-entropy (ignore_index, label smoothing).
+// Kernels of sequence models against float64 references: token cross-entropy (ignore_index, label smoothing),
+// layer normalisation, GELU's tanh approximation, embeddings.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/nn_kernels.hpp"
 #include "core/errors.hpp"
 #include "kernel_test_util.hpp"
 #include "support/throws_with.hpp"
@@ -179,6 +181,164 @@ TEST(TokenXentKernelTest, TargetOutsideTheVocabularyIsADataErrorNamingIt) {
         [&] { token_xent_fwd_bwd(2, 3, z.data(), y.data(), TokenXentParams{}, 1.0f, dz.data(), stats); },
         {"token cross-entropy: target " + std::to_string(bad) + " in row 1", "expected 0 <= target < 3",
          "ignore_index=-100"}));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// LayerNorm
+
+struct LayerNormReference {
+  std::vector<double> y, dx, dw, db;
+};
+
+// Forward and both backward passes in double, straight from the definitions.
+LayerNormReference reference_layer_norm(int rows, int width, double eps, const std::vector<float>& x,
+                                        const std::vector<float>* w, const std::vector<float>* b,
+                                        const std::vector<float>& dy) {
+  LayerNormReference r;
+  r.y.resize(x.size());
+  r.dx.resize(x.size());
+  r.dw.assign(static_cast<std::size_t>(width), 0.0);
+  r.db.assign(static_cast<std::size_t>(width), 0.0);
+  for (int i = 0; i < rows; ++i) {
+    const std::size_t o = static_cast<std::size_t>(i) * width;
+    double mean = 0.0, var = 0.0;
+    for (int j = 0; j < width; ++j) mean += x[o + j];
+    mean /= width;
+    for (int j = 0; j < width; ++j) var += (x[o + j] - mean) * (x[o + j] - mean);
+    var /= width;
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double mg = 0.0, mgx = 0.0;
+    std::vector<double> xhat(static_cast<std::size_t>(width)), g(static_cast<std::size_t>(width));
+    for (int j = 0; j < width; ++j) {
+      const double wj = w != nullptr ? (*w)[static_cast<std::size_t>(j)] : 1.0;
+      const double bj = b != nullptr ? (*b)[static_cast<std::size_t>(j)] : 0.0;
+      xhat[static_cast<std::size_t>(j)] = (x[o + j] - mean) * rstd;
+      r.y[o + j] = xhat[static_cast<std::size_t>(j)] * wj + bj;
+      g[static_cast<std::size_t>(j)] = dy[o + j] * wj;
+      mg += g[static_cast<std::size_t>(j)] / width;
+      mgx += g[static_cast<std::size_t>(j)] * xhat[static_cast<std::size_t>(j)] / width;
+      r.dw[static_cast<std::size_t>(j)] += dy[o + j] * xhat[static_cast<std::size_t>(j)];
+      r.db[static_cast<std::size_t>(j)] += dy[o + j];
+    }
+    for (int j = 0; j < width; ++j) {
+      r.dx[o + j] = rstd * (g[static_cast<std::size_t>(j)] - mg - xhat[static_cast<std::size_t>(j)] * mgx);
+    }
+  }
+  return r;
+}
+
+struct LayerNormCase {
+  int rows, width;
+  float offset;  // added to every input: the variance must survive a mean far from zero
+  bool affine;
+};
+
+class LayerNormKernelTest : public ::testing::TestWithParam<LayerNormCase> {};
+
+TEST_P(LayerNormKernelTest, MatchesDoublePrecisionReference) {
+  const auto [rows, width, offset, affine] = GetParam();
+  const std::size_t count = static_cast<std::size_t>(rows) * width;
+  auto x = random_vector(count, 31, -2.0f, 2.0f);
+  for (float& v : x) v += offset;
+  const auto w = random_vector(static_cast<std::size_t>(width), 32, 0.5f, 1.5f);
+  const auto b = random_vector(static_cast<std::size_t>(width), 33, -0.5f, 0.5f);
+  const auto dy = random_vector(count, 34);
+  const float eps = 1e-5f;
+  const auto ref = reference_layer_norm(rows, width, eps, x, affine ? &w : nullptr, affine ? &b : nullptr, dy);
+  auto y = nan_vector(count);
+  auto stats = nan_vector(2 * static_cast<std::size_t>(rows));
+  layer_norm_fwd(rows, width, eps, x.data(), affine ? w.data() : nullptr, affine ? b.data() : nullptr, y.data(),
+                 stats.data());
+  EXPECT_TRUE(all_close(y, ref.y, 1e-5));
+  auto dx = nan_vector(count);
+  layer_norm_bwd_data(rows, width, x.data(), stats.data(), affine ? w.data() : nullptr, dy.data(), dx.data());
+  EXPECT_TRUE(all_close(dx, ref.dx, 1e-5));
+  auto dw = nan_vector(static_cast<std::size_t>(width));
+  auto db = nan_vector(static_cast<std::size_t>(width));
+  layer_norm_bwd_weights(rows, width, x.data(), stats.data(), dy.data(), dw.data(), db.data());
+  EXPECT_TRUE(all_close(dw, ref.dw, 1e-5));
+  EXPECT_TRUE(all_close(db, ref.db, 1e-6));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormKernelTest,
+                         ::testing::Values(LayerNormCase{1, 1, 0.0f, true}, LayerNormCase{3, 8, 0.0f, true},
+                                           LayerNormCase{17, 64, 100.0f, true}, LayerNormCase{5, 1000, 0.0f, false},
+                                           LayerNormCase{9, 256, -30.0f, false}),
+                         [](const ::testing::TestParamInfo<LayerNormCase>& info) {
+                           return test::concat("Rows", info.param.rows, "Width", info.param.width, "Offset",
+                                               static_cast<int>(std::abs(info.param.offset)),
+                                               info.param.affine ? "Affine" : "Plain");
+                         });
+
+// ---------------------------------------------------------------------------------------------------------------
+// GELU, tanh approximation
+
+TEST(GeluTanhKernelTest, MatchesTheFormulaAndItsDerivativeInDouble) {
+  const auto x = random_vector(4096, 41, -8.0f, 8.0f);
+  const auto dy = random_vector(x.size(), 42);
+  std::vector<float> y(x.size()), dx(x.size());
+  gelu_tanh_fwd(x.size(), x.data(), y.data());
+  gelu_tanh_bwd_data(x.size(), x.data(), dy.data(), dx.data());
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  auto f = [k](double v) { return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))); };
+  std::vector<double> want_y(x.size()), want_dx(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    want_y[i] = f(v);
+    const double h = 1e-6;
+    want_dx[i] = dy[i] * (f(v + h) - f(v - h)) / (2.0 * h);
+  }
+  EXPECT_TRUE(all_close(y, want_y, 1e-6));
+  EXPECT_TRUE(all_close(dx, want_dx, 1e-5));
+  // It is not the exact GELU: at x = 1 the two differ by about 1.6e-4.
+  float exact = 0.0f;
+  float approx = 0.0f;
+  const float one = 1.0f;
+  gelu_fwd(1, &one, &exact);
+  gelu_tanh_fwd(1, &one, &approx);
+  EXPECT_GT(std::abs(exact - approx), 1e-4f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Embedding
+
+TEST(EmbeddingKernelTest, LooksUpRowsAndAddsGradientsInRowOrderSkippingPadding) {
+  const int num = 5, dim = 3;
+  const auto w = random_vector(static_cast<std::size_t>(num) * dim, 51);
+  const std::vector<std::int32_t> ids = {4, 0, 4, 2, 1, 4};
+  const int rows = static_cast<int>(ids.size());
+  auto y = nan_vector(static_cast<std::size_t>(rows) * dim);
+  embedding_fwd(rows, dim, num, ids.data(), w.data(), y.data());
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < dim; ++j) {
+      EXPECT_EQ(y[static_cast<std::size_t>(i * dim + j)], w[static_cast<std::size_t>(ids[i] * dim + j)]);
+    }
+  }
+  const auto dy = random_vector(y.size(), 52);
+  for (int padding : {-1, 2}) {
+    auto dw = nan_vector(w.size());
+    embedding_bwd_weights(rows, dim, num, padding, ids.data(), dy.data(), dw.data());
+    for (int v = 0; v < num; ++v) {
+      for (int j = 0; j < dim; ++j) {
+        float want = 0.0f;  // float, in row order: the kernel's sums are exactly these
+        for (int i = 0; i < rows; ++i) {
+          if (ids[static_cast<std::size_t>(i)] == v && v != padding) want += dy[static_cast<std::size_t>(i * dim + j)];
+        }
+        EXPECT_EQ(dw[static_cast<std::size_t>(v * dim + j)], want) << "row " << v << " padding " << padding;
+      }
+    }
+  }
+}
+
+TEST(EmbeddingKernelTest, IdOutsideTheTableIsADataErrorNamingIt) {
+  const std::vector<float> w(6, 1.0f);
+  std::vector<float> y(6);
+  for (std::int32_t bad : {3, -2}) {
+    const std::vector<std::int32_t> ids = {0, bad};
+    EXPECT_TRUE(test_support::throws_with<DataError>([&] { embedding_fwd(2, 2, 3, ids.data(), w.data(), y.data()); },
+                                                     {"embedding: token id " + std::to_string(bad) + " in row 1",
+                                                      "expected 0 <= id < num_embeddings=3"}));
   }
 }
 

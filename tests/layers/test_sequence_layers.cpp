@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sequences [batch, seq, dim] through the graph: Dense and Softmax on the last axis, the losses over the last axis
-// of sequence logits, token cross-entropy against int32 targets in tiles.
+// of sequence logits, token cross-entropy against int32 targets in tiles; the layers of transformers: LayerNorm,
+// Embedding, GELU's tanh approximation.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -10,9 +11,14 @@
 #include <vector>
 
 #include "codelets/loss.hpp"
+#include "runtime/engine.hpp"
 #include "core/errors.hpp"
 #include "layers/activations.hpp"
 #include "layers/dense.hpp"
+#include "layers/embedding.hpp"
+#include "layers/init.hpp"
+#include "layers/layer_norm.hpp"
+#include "models/sequential.hpp"
 #include "support/gradient_check.hpp"
 #include "support/throws_with.hpp"
 
@@ -220,6 +226,258 @@ TEST(TokenCrossEntropyTest, RefusesFloatTargetsMismatchedShapesAndBadSmoothing) 
                                             dlogits, stats, 0);
       },
       {"head: label_smoothing=1.5, expected 0 <= label_smoothing <= 1"}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// LayerNorm
+
+// Weights away from PyTorch's ones and zeros, so that the checker sees the affine transform in every gradient.
+class LayerNormWithRandomAffine : public LayerNorm {
+ public:
+  using LayerNorm::LayerNorm;
+  void reset_parameters(Rng& rng) override {
+    auto params = parameters();
+    if (params.empty()) return;
+    init::uniform(params[0]->value, 0.5f, 1.5f, rng);
+    init::uniform(params[1]->value, -0.5f, 0.5f, rng);
+  }
+};
+
+TEST(LayerNormTest, BackwardMatchesNumericalGradient) {
+  LayerNormWithRandomAffine seq(LayerNormOptions(8));
+  check_layer_gradients(seq, {5, 8}, GradCheckOptions{.batch = 3, .tiles = 2});
+  LayerNormWithRandomAffine features(LayerNormOptions(6).eps(1e-3));
+  check_layer_gradients(features, {6}, GradCheckOptions{.batch = 4, .tiles = 3});
+  LayerNorm plain(LayerNormOptions(4).elementwise_affine(false));
+  check_layer_gradients(plain, {2, 3, 4}, GradCheckOptions{.batch = 2, .tiles = 2});
+}
+
+TEST(LayerNormTest, ParametersHavePyTorchsNamesShapesAndInitialValues) {
+  LayerNorm ln(LayerNormOptions(5));
+  ln.set_name("ln_f");
+  EXPECT_EQ(ln.build({3, 5}), (Shape{3, 5}));
+  Rng rng(1);
+  ln.reset_parameters(rng);
+  const auto params = ln.parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0]->name, "weight");
+  EXPECT_EQ(params[0]->value.shape(), (Shape{5}));
+  EXPECT_EQ(params[0]->value.to_vector(), std::vector<float>(5, 1.0f));
+  EXPECT_EQ(params[1]->name, "bias");
+  EXPECT_EQ(params[1]->value.to_vector(), std::vector<float>(5, 0.0f));
+  EXPECT_EQ(ln.parameter_count(), 10);
+  EXPECT_EQ(ln.describe(), "5, eps 1e-05");
+  LayerNorm plain(LayerNormOptions(5).elementwise_affine(false));
+  plain.build({5});
+  EXPECT_TRUE(plain.parameters().empty());
+  EXPECT_EQ(plain.describe(), "5, eps 1e-05, no affine");
+}
+
+// Each row normalised on its own: outputs and input gradients are the same bits whatever the tile count, and the
+// weight gradients (per-tile partials summed in tile order) are the same bits run after run for a tile count.
+TEST(LayerNormTest, RowsDoNotDependOnTheTileCountAndWeightGradientsRepeat) {
+  const int n = 6, seq = 4, e = 16;
+  auto run = [&](int tiles) {
+    LayerNormWithRandomAffine ln{LayerNormOptions(e)};
+    ln.set_name("ln");
+    ln.build({seq, e});
+    Rng rng(5);
+    ln.reset_parameters(rng);
+    ln.prepare_tiles(tiles);
+    Tensor x({n, seq, e}, tiles), y({n, seq, e}, tiles), dy({n, seq, e}, tiles), dx({n, seq, e}, tiles);
+    fill_random(x, 6, -3.0f, 3.0f);
+    fill_random(dy, 7);
+    ln.forward(x, y, PassContext{});
+    ln.backward(x, y, dy, &dx, PassContext{});
+    auto p = ln.parameters();
+    return std::vector<std::vector<float>>{y.to_vector(), dx.to_vector(), p[0]->grad.to_vector(),
+                                           p[1]->grad.to_vector()};
+  };
+  const auto one = run(1);
+  for (int tiles : {2, 3}) {
+    const auto r = run(tiles);
+    EXPECT_TRUE(bitwise_equal(r[0], one[0])) << tiles << " tiles, y";
+    EXPECT_TRUE(bitwise_equal(r[1], one[1])) << tiles << " tiles, dx";
+    const auto again = run(tiles);
+    EXPECT_TRUE(bitwise_equal(r[2], again[2])) << tiles << " tiles, weight gradient";
+    EXPECT_TRUE(bitwise_equal(r[3], again[3])) << tiles << " tiles, bias gradient";
+  }
+}
+
+TEST(LayerNormTest, RejectsBadOptionsAndInputs) {
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { LayerNorm(LayerNormOptions(0)); },
+                                           {"LayerNorm: normalized_shape=0, expected 1 <= normalized_shape"}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { LayerNorm(LayerNormOptions(4).eps(0.0)); },
+                                           {"LayerNorm: eps=0, expected a finite value > 0"}));
+  LayerNorm ln(LayerNormOptions(8));
+  ln.set_name("blocks.0.ln_1");
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { ln.build({5, 6}); },
+                                           {"LayerNorm blocks.0.ln_1: input (5, 6), expected a last axis of "
+                                            "normalized_shape=8"}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GELU
+
+TEST(GeluTest, TanhApproximationMatchesNumericalGradientAndTheFormula) {
+  GELU approx(GELUOptions().approximate("tanh"));
+  check_layer_gradients(approx, {3, 5}, GradCheckOptions{.batch = 3, .tiles = 2});
+  EXPECT_EQ(approx.describe(), "tanh approximation");
+  GELU exact;
+  EXPECT_EQ(exact.describe(), "exact (erf)");
+  approx.set_name("mlp.act");
+  Tensor x({1, 3, 5}), y({1, 3, 5});
+  fill_random(x, 3, -4.0f, 4.0f);
+  approx.forward(x, y, PassContext{});
+  const auto xv = x.to_vector();
+  const auto yv = y.to_vector();
+  for (std::size_t i = 0; i < xv.size(); ++i) {
+    const double v = xv[i];
+    const double want = 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(yv[i], want, 1e-6 * std::max(1.0, std::abs(want))) << i;
+  }
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { GELU(GELUOptions().approximate("erf")); },
+                                           {"GELU: approximate='erf', expected 'none' or 'tanh'"}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Embedding
+
+Tensor embedding_input(int n, int seq, int num, int tiles, std::uint32_t seed) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n * seq));
+  Rng rng(seed);
+  for (auto& id : ids) id = static_cast<std::int32_t>(rng.uniform01() * static_cast<float>(num)) % num;
+  return token_ids({n, seq}, tiles, ids);
+}
+
+// Forward picks rows; the table's gradient is, in double, the sum of dy over the positions holding each id, and
+// the padding row gets none.
+TEST(EmbeddingTest, ForwardPicksRowsAndTheTableGradientMatchesADoubleReference) {
+  const int n = 5, seq = 6, num = 7, dim = 4;
+  for (int tiles : {1, 3}) {
+    Embedding emb(EmbeddingOptions(num, dim).padding_idx(-2));
+    emb.set_name("wte");
+    EXPECT_EQ(emb.build({seq}), (Shape{seq, dim}));
+    Rng rng(2);
+    emb.reset_parameters(rng);
+    emb.prepare_tiles(tiles);
+    EXPECT_EQ(emb.padding_row(), 5);
+    const Tensor ids = embedding_input(n, seq, num, tiles, 9);
+    Tensor y({n, seq, dim}, tiles), dy({n, seq, dim}, tiles);
+    fill_random(dy, 4);
+    emb.forward(ids, y, PassContext{});
+    emb.backward(ids, y, dy, nullptr, PassContext{});
+    const auto idv = ids.values_as<std::int32_t>();
+    const auto w = emb.parameters()[0]->value.to_vector();
+    const auto yv = y.to_vector();
+    const auto dyv = dy.to_vector();
+    const auto dw = emb.parameters()[0]->grad.to_vector();
+    for (int j = 0; j < dim; ++j) EXPECT_EQ(w[static_cast<std::size_t>(5 * dim + j)], 0.0f) << "padding row";
+    std::vector<double> want(static_cast<std::size_t>(num * dim), 0.0);
+    for (int p = 0; p < n * seq; ++p) {
+      const int id = idv[static_cast<std::size_t>(p)];
+      for (int j = 0; j < dim; ++j) {
+        EXPECT_EQ(yv[static_cast<std::size_t>(p * dim + j)], w[static_cast<std::size_t>(id * dim + j)]);
+        if (id != 5) want[static_cast<std::size_t>(id * dim + j)] += dyv[static_cast<std::size_t>(p * dim + j)];
+      }
+    }
+    for (std::size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(dw[k], want[k], 1e-5) << tiles << " tiles, " << k;
+  }
+}
+
+TEST(EmbeddingTest, HasPyTorchsNameShapeAndInitialisation) {
+  Embedding emb(EmbeddingOptions(300, 64));
+  emb.build({10});
+  Rng rng(3);
+  emb.reset_parameters(rng);
+  const auto params = emb.parameters();
+  ASSERT_EQ(params.size(), 1u);
+  EXPECT_EQ(params[0]->name, "weight");
+  EXPECT_EQ(params[0]->value.shape(), (Shape{300, 64}));
+  EXPECT_EQ(emb.input_dtype(), DType::kInt32);
+  // N(0, 1): the mean and variance of 19,200 draws.
+  const auto w = params[0]->value.to_vector();
+  double sum = 0.0, squares = 0.0;
+  for (float v : w) {
+    sum += v;
+    squares += static_cast<double>(v) * v;
+  }
+  const double mean = sum / static_cast<double>(w.size());
+  EXPECT_NEAR(mean, 0.0, 0.03);
+  EXPECT_NEAR(squares / static_cast<double>(w.size()) - mean * mean, 1.0, 0.05);
+}
+
+TEST(EmbeddingTest, AnIdOutsideTheTableFailsItsTaskNamingTheLayer) {
+  Embedding emb(EmbeddingOptions(4, 2));
+  emb.set_name("wte");
+  emb.build({3});
+  const Tensor ids = token_ids({2, 3}, 1, {0, 1, 2, 3, 4, 1});
+  Tensor y({2, 3, 2});
+  emb.forward(ids, y, PassContext{});
+  EXPECT_TRUE(throws_with<RuntimeError>([&] { runtime::Engine::current()->wait_all(); },
+                                        {"wte:fwd", "token id 4 in row 4", "expected 0 <= id < num_embeddings=4"}));
+}
+
+TEST(EmbeddingTest, RejectsBadOptionsFloatIdsAndAPlaceOtherThanFirst) {
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { Embedding(EmbeddingOptions(0, 8)); },
+                                           {"Embedding: num_embeddings=0 embedding_dim=8, expected both in 1.."}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { Embedding(EmbeddingOptions(10, 8).padding_idx(10)); },
+                                           {"Embedding: padding_idx=10, expected -10 <= padding_idx < 10"}));
+  Embedding emb(EmbeddingOptions(10, 8));
+  emb.set_name("wte");
+  emb.build({4});
+  Tensor float_ids({2, 4}), y({2, 4, 8});
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { emb.forward(float_ids, y, PassContext{}); },
+                                           {"wte: ids (2, 4) is float32, expected int32"}));
+  Sequential model;
+  model.add<Dense>(DenseOptions(4, 4));
+  model.add<Embedding>(EmbeddingOptions(10, 8));
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { model.build({4}, 1); },
+                                           {"Sequential: layer 1 (Embedding) takes int32 input, expected it first"}));
+}
+
+// In a model: int32 ids in, LayerNorm, Dense on the last axis, GELU (tanh), Dense back; Sequential allocates the
+// input as int32, and two backward passes from the same seed give the same bits.
+TEST(SequenceModelTest, EmbeddingFirstAllocatesTokenIdsAndTrainsReproducibly) {
+  auto make = [] {
+    Sequential m;
+    m.add<Embedding>(EmbeddingOptions(11, 8).padding_idx(0));
+    m.add<LayerNorm>(LayerNormOptions(8));
+    m.add<Dense>(DenseOptions(8, 16));
+    m.add<GELU>(GELUOptions().approximate("tanh"));
+    m.add<Dense>(DenseOptions(16, 11));
+    m.build({5}, 3);
+    return m;
+  };
+  auto train = [&](Sequential& m) {
+    std::vector<Tensor> acts, grads;
+    m.allocate(4, 2, acts, &grads, Storage::kOwned);
+    EXPECT_EQ(acts[0].dtype(), DType::kInt32);
+    EXPECT_EQ(acts.back().shape(), (Shape{4, 5, 11}));
+    std::vector<std::int32_t> ids(20);
+    for (int i = 0; i < 20; ++i) ids[static_cast<std::size_t>(i)] = (i * 7) % 11;
+    acts[0].copy_from_values<std::int32_t>(ids);
+    m.forward(acts, PassContext{});
+    fill_random(grads.back(), 12);
+    m.backward(acts, grads, PassContext{}, [](Layer&) {});
+    std::vector<float> all;
+    for (const NamedParameter& p : m.named_parameters()) {
+      const auto g = p.parameter->grad.to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    return all;
+  };
+  Sequential a = make();
+  Sequential b = make();
+  const auto ga = train(a);
+  const auto gb = train(b);
+  EXPECT_TRUE(bitwise_equal(ga, gb));
+  const auto names = a.named_parameters();
+  ASSERT_EQ(names.size(), 7u);
+  EXPECT_EQ(names[0].name, "0.weight");
+  EXPECT_EQ(names[0].parameter->value.shape(), (Shape{11, 8}));
+  // Nothing reaches the padding row.
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(ga[static_cast<std::size_t>(j)], 0.0f);
 }
 
 }  // namespace
