@@ -13,6 +13,7 @@
 #include "io/idx.hpp"
 #include "io/normalize.hpp"
 #include "layers/activations.hpp"
+#include "layers/attention.hpp"
 #include "layers/batch_norm.hpp"
 #include "layers/block.hpp"
 #include "layers/conv2d.hpp"

@@ -342,5 +342,100 @@ TEST(EmbeddingKernelTest, IdOutsideTheTableIsADataErrorNamingIt) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Scaled dot-product attention
+
+struct AttentionReference {
+  std::vector<double> probs, ctx, dqkv;
+};
+
+// Forward and backward-data in double from the definitions, one (sample, head) at a time.
+AttentionReference reference_attention(const AttentionShape& a, int n, const std::vector<float>& qkv,
+                                       const std::vector<float>& dctx) {
+  const int s = a.seq, d = a.head_dim, e = a.heads * a.head_dim, row = 3 * e;
+  AttentionReference r;
+  r.probs.assign(static_cast<std::size_t>(n * a.heads * s * s), 0.0);
+  r.ctx.assign(static_cast<std::size_t>(n * s * e), 0.0);
+  r.dqkv.assign(qkv.size(), 0.0);
+  auto at = [&](int i, int pos, int part, int h, int j) {
+    return static_cast<std::size_t>((i * s + pos) * row + part * e + h * d + j);
+  };
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < a.heads; ++h) {
+      double* p = r.probs.data() + static_cast<std::size_t>((i * a.heads + h) * s * s);
+      for (int q = 0; q < s; ++q) {
+        const int keys = a.causal ? q + 1 : s;
+        double m = -INFINITY;
+        for (int k = 0; k < keys; ++k) {
+          double dot = 0.0;
+          for (int j = 0; j < d; ++j) dot += static_cast<double>(qkv[at(i, q, 0, h, j)]) * qkv[at(i, k, 1, h, j)];
+          p[q * s + k] = dot * a.scale;
+          m = std::max(m, p[q * s + k]);
+        }
+        double sum = 0.0;
+        for (int k = 0; k < keys; ++k) sum += p[q * s + k] = std::exp(p[q * s + k] - m);
+        for (int k = 0; k < keys; ++k) p[q * s + k] /= sum;
+        for (int j = 0; j < d; ++j) {
+          double c = 0.0;
+          for (int k = 0; k < keys; ++k) c += p[q * s + k] * qkv[at(i, k, 2, h, j)];
+          r.ctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)] = c;
+        }
+        // Backward of this query's row: dp, ds, then its share of dq, dk, dv.
+        std::vector<double> dp(static_cast<std::size_t>(keys));
+        double shift = 0.0;
+        for (int k = 0; k < keys; ++k) {
+          double g = 0.0;
+          for (int j = 0; j < d; ++j) {
+            g += dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)] * qkv[at(i, k, 2, h, j)];
+          }
+          dp[static_cast<std::size_t>(k)] = g;
+          shift += g * p[q * s + k];
+        }
+        for (int k = 0; k < keys; ++k) {
+          const double ds = p[q * s + k] * (dp[static_cast<std::size_t>(k)] - shift) * a.scale;
+          for (int j = 0; j < d; ++j) {
+            r.dqkv[at(i, q, 0, h, j)] += ds * qkv[at(i, k, 1, h, j)];
+            r.dqkv[at(i, k, 1, h, j)] += ds * qkv[at(i, q, 0, h, j)];
+            r.dqkv[at(i, k, 2, h, j)] += p[q * s + k] * dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+struct AttentionCase {
+  int n, seq, heads, head_dim;
+  bool causal;
+};
+
+class AttentionKernelTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionKernelTest, MatchesDoublePrecisionReference) {
+  const auto [n, seq, heads, d, causal] = GetParam();
+  const AttentionShape a{seq, heads, d, causal ? 1 : 0, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+  const std::size_t e = static_cast<std::size_t>(heads) * d;
+  const auto qkv = random_vector(static_cast<std::size_t>(n * seq) * 3 * e, 61, -2.0f, 2.0f);
+  const auto dctx = random_vector(static_cast<std::size_t>(n * seq) * e, 62);
+  const auto ref = reference_attention(a, n, qkv, dctx);
+  auto probs = nan_vector(ref.probs.size());
+  auto ctx = nan_vector(ref.ctx.size());
+  attention_fwd(a, n, qkv.data(), probs.data(), ctx.data());
+  EXPECT_TRUE(all_close(probs, ref.probs, 1e-6));
+  EXPECT_TRUE(all_close(ctx, ref.ctx, 1e-5));
+  auto dqkv = nan_vector(qkv.size());
+  attention_bwd_data(a, n, qkv.data(), probs.data(), dctx.data(), dqkv.data());
+  EXPECT_TRUE(all_close(dqkv, ref.dqkv, 1e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
+                         ::testing::Values(AttentionCase{2, 1, 1, 3, false}, AttentionCase{3, 5, 2, 4, true},
+                                           AttentionCase{1, 17, 4, 8, false}, AttentionCase{2, 33, 3, 16, true}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           return test::concat("N", info.param.n, "Seq", info.param.seq, "Heads", info.param.heads,
+                                               "Dim", info.param.head_dim, info.param.causal ? "Causal" : "Full");
+                         });
+
 }  // namespace
 }  // namespace dtnn::kernels::cpu

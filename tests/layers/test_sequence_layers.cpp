@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sequences [batch, seq, dim] through the graph: Dense and Softmax on the last axis, the losses over the last axis
 // of sequence logits, token cross-entropy against int32 targets in tiles; the layers of transformers: LayerNorm,
-// Embedding, GELU's tanh approximation.
+// Embedding, GELU's tanh approximation, MultiHeadAttention.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"
 #include "layers/activations.hpp"
+#include "layers/attention.hpp"
 #include "layers/dense.hpp"
 #include "layers/embedding.hpp"
 #include "layers/init.hpp"
@@ -436,22 +438,24 @@ TEST(EmbeddingTest, RejectsBadOptionsFloatIdsAndAPlaceOtherThanFirst) {
                                            {"Sequential: layer 1 (Embedding) takes int32 input, expected it first"}));
 }
 
-// In a model: int32 ids in, LayerNorm, Dense on the last axis, GELU (tanh), Dense back; Sequential allocates the
-// input as int32, and two backward passes from the same seed give the same bits.
+// In a model: int32 ids in, LayerNorm, causal attention, Dense on the last axis, GELU (tanh), Dense back;
+// Sequential allocates the input as int32. Two backward passes from the same seed give the same bits, and so do
+// transient activations released at their last reader (the scratch of LayerNorm and attention included).
 TEST(SequenceModelTest, EmbeddingFirstAllocatesTokenIdsAndTrainsReproducibly) {
   auto make = [] {
     Sequential m;
     m.add<Embedding>(EmbeddingOptions(11, 8).padding_idx(0));
     m.add<LayerNorm>(LayerNormOptions(8));
+    m.add<MultiHeadAttention>(MultiHeadAttentionOptions(8, 2).causal(true));
     m.add<Dense>(DenseOptions(8, 16));
     m.add<GELU>(GELUOptions().approximate("tanh"));
     m.add<Dense>(DenseOptions(16, 11));
     m.build({5}, 3);
     return m;
   };
-  auto train = [&](Sequential& m) {
+  auto train = [&](Sequential& m, Storage storage) {
     std::vector<Tensor> acts, grads;
-    m.allocate(4, 2, acts, &grads, Storage::kOwned);
+    m.allocate(4, 2, acts, &grads, storage);
     EXPECT_EQ(acts[0].dtype(), DType::kInt32);
     EXPECT_EQ(acts.back().shape(), (Shape{4, 5, 11}));
     std::vector<std::int32_t> ids(20);
@@ -469,15 +473,221 @@ TEST(SequenceModelTest, EmbeddingFirstAllocatesTokenIdsAndTrainsReproducibly) {
   };
   Sequential a = make();
   Sequential b = make();
-  const auto ga = train(a);
-  const auto gb = train(b);
+  Sequential c = make();
+  const auto ga = train(a, Storage::kOwned);
+  const auto gb = train(b, Storage::kOwned);
+  const auto gc = train(c, Storage::kTransient);
   EXPECT_TRUE(bitwise_equal(ga, gb));
+  EXPECT_TRUE(bitwise_equal(gc, ga));
   const auto names = a.named_parameters();
-  ASSERT_EQ(names.size(), 7u);
+  ASSERT_EQ(names.size(), 11u);
   EXPECT_EQ(names[0].name, "0.weight");
   EXPECT_EQ(names[0].parameter->value.shape(), (Shape{11, 8}));
+  EXPECT_EQ(names[3].name, "2.in_proj_weight");
+  EXPECT_EQ(names[6].name, "2.out_proj.bias");
   // Nothing reaches the padding row.
   for (int j = 0; j < 8; ++j) EXPECT_EQ(ga[static_cast<std::size_t>(j)], 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// MultiHeadAttention
+
+// Every parameter drawn from U(-0.5, 0.5): the biases too, which PyTorch starts at zero.
+class AttentionWithRandomParameters : public MultiHeadAttention {
+ public:
+  using MultiHeadAttention::MultiHeadAttention;
+  void reset_parameters(Rng& rng) override {
+    for (Parameter* p : parameters()) init::uniform(p->value, -0.5f, 0.5f, rng);
+  }
+};
+
+TEST(MultiHeadAttentionTest, BackwardMatchesNumericalGradient) {
+  AttentionWithRandomParameters causal(MultiHeadAttentionOptions(6, 2).causal(true));
+  check_layer_gradients(causal, {4, 6}, GradCheckOptions{.batch = 3, .tiles = 2});
+  AttentionWithRandomParameters full(MultiHeadAttentionOptions(6, 3));
+  check_layer_gradients(full, {5, 6}, GradCheckOptions{.batch = 2, .tiles = 2});
+  AttentionWithRandomParameters nobias(MultiHeadAttentionOptions(4, 1).bias(false).causal(true));
+  check_layer_gradients(nobias, {3, 4}, GradCheckOptions{.batch = 3, .tiles = 3});
+}
+
+// nn.MultiheadAttention's forward in double from the same weights: q, k, v = x W_in^T + b_in split in three and
+// by head, softmax(q k^T / sqrt(d)) (causal: keys after the query masked out), heads concatenated, out_proj.
+std::vector<double> reference_attention(const std::vector<float>& x, int n, int seq, int e, int heads, bool causal,
+                                        const std::vector<float>& w_in, const std::vector<float>& b_in,
+                                        const std::vector<float>& w_out, const std::vector<float>& b_out) {
+  const int d = e / heads;
+  std::vector<double> y(static_cast<std::size_t>(n * seq * e));
+  for (int i = 0; i < n; ++i) {
+    std::vector<double> qkv(static_cast<std::size_t>(seq * 3 * e));
+    for (int s = 0; s < seq; ++s) {
+      for (int o = 0; o < 3 * e; ++o) {
+        double v = b_in[static_cast<std::size_t>(o)];
+        for (int k = 0; k < e; ++k) {
+          v += static_cast<double>(w_in[static_cast<std::size_t>(o * e + k)]) *
+               x[static_cast<std::size_t>((i * seq + s) * e + k)];
+        }
+        qkv[static_cast<std::size_t>(s * 3 * e + o)] = v;
+      }
+    }
+    std::vector<double> context(static_cast<std::size_t>(seq * e), 0.0);
+    for (int h = 0; h < heads; ++h) {
+      for (int r = 0; r < seq; ++r) {
+        std::vector<double> score(static_cast<std::size_t>(seq), -INFINITY);
+        double m = -INFINITY;
+        for (int c = 0; c < seq; ++c) {
+          if (causal && c > r) continue;
+          double dot = 0.0;
+          for (int j = 0; j < d; ++j) {
+            dot += qkv[static_cast<std::size_t>(r * 3 * e + h * d + j)] *
+                   qkv[static_cast<std::size_t>(c * 3 * e + e + h * d + j)];
+          }
+          score[static_cast<std::size_t>(c)] = dot / std::sqrt(static_cast<double>(d));
+          m = std::max(m, score[static_cast<std::size_t>(c)]);
+        }
+        double sum = 0.0;
+        for (double& sc : score) {
+          sc = std::exp(sc - m);
+          sum += sc;
+        }
+        for (int c = 0; c < seq; ++c) {
+          for (int j = 0; j < d; ++j) {
+            context[static_cast<std::size_t>(r * e + h * d + j)] +=
+                score[static_cast<std::size_t>(c)] / sum * qkv[static_cast<std::size_t>(c * 3 * e + 2 * e + h * d + j)];
+          }
+        }
+      }
+    }
+    for (int s = 0; s < seq; ++s) {
+      for (int o = 0; o < e; ++o) {
+        double v = b_out[static_cast<std::size_t>(o)];
+        for (int k = 0; k < e; ++k) {
+          v += static_cast<double>(w_out[static_cast<std::size_t>(o * e + k)]) *
+               context[static_cast<std::size_t>(s * e + k)];
+        }
+        y[static_cast<std::size_t>((i * seq + s) * e + o)] = v;
+      }
+    }
+  }
+  return y;
+}
+
+TEST(MultiHeadAttentionTest, ForwardMatchesADoubleReferenceOfPyTorchsDefinition) {
+  const int n = 3, seq = 7, e = 8;
+  for (const bool causal : {false, true}) {
+    for (const int heads : {1, 2, 4}) {
+      AttentionWithRandomParameters attn(MultiHeadAttentionOptions(e, heads).causal(causal));
+      attn.build({seq, e});
+      Rng rng(17);
+      attn.reset_parameters(rng);
+      Tensor x({n, seq, e}, 2), y({n, seq, e}, 2);
+      fill_random(x, 23, -2.0f, 2.0f);
+      attn.forward(x, y, PassContext{});
+      const auto p = attn.parameters();
+      const auto want = reference_attention(x.to_vector(), n, seq, e, heads, causal, p[0]->value.to_vector(),
+                                            p[1]->value.to_vector(), p[2]->value.to_vector(), p[3]->value.to_vector());
+      const auto got = y.to_vector();
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 2e-5) << "causal " << causal << " heads " << heads << " value " << i;
+      }
+    }
+  }
+}
+
+// Changing the input at position t changes no output before t; and a gradient on the outputs before t reaches no
+// input from t on.
+TEST(MultiHeadAttentionTest, CausalMaskKeepsTheFutureOut) {
+  const int n = 2, seq = 6, e = 4, t = 3;
+  AttentionWithRandomParameters attn(MultiHeadAttentionOptions(e, 2).causal(true));
+  attn.build({seq, e});
+  Rng rng(4);
+  attn.reset_parameters(rng);
+  attn.prepare_tiles(2);
+  Tensor x({n, seq, e}, 2), y({n, seq, e}, 2), changed({n, seq, e}, 2), y2({n, seq, e}, 2);
+  fill_random(x, 1);
+  {
+    const auto xv = x.to_vector();
+    auto c = changed.write();
+    for (std::size_t i = 0; i < xv.size(); ++i) c[static_cast<std::int64_t>(i)] = xv[i];
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < e; ++j) c[(i * seq + t) * e + j] += 5.0f;
+    }
+  }
+  attn.forward(x, y, PassContext{});
+  attn.forward(changed, y2, PassContext{});
+  const auto a = y.to_vector();
+  const auto b = y2.to_vector();
+  for (int i = 0; i < n; ++i) {
+    for (int s = 0; s < seq; ++s) {
+      bool same = true;
+      for (int j = 0; j < e; ++j) {
+        const std::size_t k = static_cast<std::size_t>((i * seq + s) * e + j);
+        same = same && std::bit_cast<std::uint32_t>(a[k]) == std::bit_cast<std::uint32_t>(b[k]);
+      }
+      EXPECT_EQ(same, s < t) << "sample " << i << " position " << s;
+    }
+  }
+  Tensor dy({n, seq, e}, 2), dx({n, seq, e}, 2);
+  {
+    auto g = dy.write();
+    Rng r(9);
+    for (int i = 0; i < n; ++i) {
+      for (int s = 0; s < t; ++s) {
+        for (int j = 0; j < e; ++j) g[(i * seq + s) * e + j] = r.uniform(-1.0f, 1.0f);
+      }
+    }
+  }
+  attn.backward(x, y, dy, &dx, PassContext{});
+  const auto g = dx.to_vector();
+  for (int i = 0; i < n; ++i) {
+    for (int s = 0; s < seq; ++s) {
+      double magnitude = 0.0;
+      for (int j = 0; j < e; ++j) magnitude += std::abs(g[static_cast<std::size_t>((i * seq + s) * e + j)]);
+      if (s >= t) {
+        EXPECT_EQ(magnitude, 0.0) << "sample " << i << " position " << s;
+      } else {
+        EXPECT_GT(magnitude, 0.0) << "sample " << i << " position " << s;
+      }
+    }
+  }
+}
+
+TEST(MultiHeadAttentionTest, HasPyTorchsParameterNamesShapesAndCount) {
+  MultiHeadAttention attn(MultiHeadAttentionOptions(12, 3).causal(true));
+  attn.set_name("attn");
+  EXPECT_EQ(attn.build({5, 12}), (Shape{5, 12}));
+  Rng rng(1);
+  attn.reset_parameters(rng);
+  const auto p = attn.parameters();
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0]->name, "in_proj_weight");
+  EXPECT_EQ(p[0]->value.shape(), (Shape{36, 12}));
+  EXPECT_EQ(p[1]->name, "in_proj_bias");
+  EXPECT_EQ(p[1]->value.to_vector(), std::vector<float>(36, 0.0f));
+  EXPECT_EQ(p[2]->name, "out_proj.weight");
+  EXPECT_EQ(p[2]->value.shape(), (Shape{12, 12}));
+  EXPECT_EQ(p[3]->name, "out_proj.bias");
+  // nn.MultiheadAttention(12, 3): 4 E^2 + 4 E.
+  EXPECT_EQ(attn.parameter_count(), 4 * 144 + 48);
+  EXPECT_EQ(attn.describe(), "3 heads of 4, causal");
+  const float bound = std::sqrt(6.0f / 48.0f);  // xavier_uniform_ on [3E, E]
+  for (float v : p[0]->value.to_vector()) ASSERT_LE(std::abs(v), bound);
+  MultiHeadAttention nobias(MultiHeadAttentionOptions(12, 3).bias(false));
+  nobias.build({5, 12});
+  EXPECT_EQ(nobias.parameter_count(), 4 * 144);
+}
+
+TEST(MultiHeadAttentionTest, RejectsHeadsNotDividingEmbedDimAndBadInputs) {
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { MultiHeadAttention(MultiHeadAttentionOptions(10, 3)); },
+                                           {"MultiHeadAttention: embed_dim=10 with num_heads=3: embed_dim must be "
+                                            "divisible by num_heads"}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { MultiHeadAttention(MultiHeadAttentionOptions(8, 0)); },
+                                           {"embed_dim=8 num_heads=0, expected both >= 1"}));
+  MultiHeadAttention attn(MultiHeadAttentionOptions(8, 2));
+  attn.set_name("blocks.1.attn");
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { attn.build({5, 6}); },
+                                           {"MultiHeadAttention blocks.1.attn: input (5, 6), expected (seq, "
+                                            "embed_dim=8)"}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { attn.build({2, 5, 8}); }, {"input (2, 5, 8)"}));
 }
 
 }  // namespace
