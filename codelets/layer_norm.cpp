@@ -15,6 +15,7 @@ struct LayerNormArgs {
   int rows;  // the tile's rows of `width` values: samples x positions
   int width;
   float eps;
+  int accumulate;  // backward-weights: 0 from zeros (tile 0), 1 onto the gradients as they are
 };
 
 // The affine transform's buffers come last, so the others keep their indices in both variants (as Dense's bias).
@@ -43,7 +44,7 @@ void layer_norm_bwd_data_cpu(void** buffers, void* cl_arg) {
 void layer_norm_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<LayerNormArgs>(cl_arg);
   kernels::cpu::layer_norm_bwd_weights(a.rows, a.width, runtime::vector_ptr(buffers[0]),
-                                       runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                       runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), a.accumulate,
                                        runtime::vector_ptr(buffers[3]), runtime::vector_ptr(buffers[4]));
 }
 
@@ -58,8 +59,12 @@ runtime::Codelet cl_layer_norm_bwd_data("layer_norm_bwd_data", runtime::guarded<
 runtime::Codelet cl_layer_norm_bwd_data_noaffine("layer_norm_bwd_data_noaffine",
                                                  runtime::guarded<layer_norm_bwd_data_cpu<Affine::kWithout>>,
                                                  {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+// Tile 0 writes the gradients (transient ones have no value before), the next tiles read and add.
 runtime::Codelet cl_layer_norm_bwd_weights("layer_norm_bwd_weights", runtime::guarded<layer_norm_bwd_weights_cpu>,
                                            {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_layer_norm_bwd_weights_add("layer_norm_bwd_weights_add",
+                                               runtime::guarded<layer_norm_bwd_weights_cpu>,
+                                               {STARPU_R, STARPU_R, STARPU_R, STARPU_RW, STARPU_RW});
 
 // The tile's rows and the row width; checks that stats hold two values per row.
 LayerNormArgs args_for(const TaskTag& tag, const Tensor& x, const Tensor& stats, float eps, int tile) {
@@ -71,7 +76,8 @@ LayerNormArgs args_for(const TaskTag& tag, const Tensor& x, const Tensor& stats,
                                       tag.layer, to_string(x.shape()), to_string(stats.shape()), 2 * per_sample,
                                       width));
   }
-  return LayerNormArgs{static_cast<int>(x.tile_range(tile).count * per_sample), static_cast<int>(width), eps};
+  return LayerNormArgs{static_cast<int>(x.tile_range(tile).count * per_sample), static_cast<int>(width), eps,
+                       tile > 0 ? 1 : 0};
 }
 
 double values(const LayerNormArgs& a) { return static_cast<double>(a.rows) * a.width; }
@@ -107,15 +113,22 @@ void submit_layer_norm_bwd_data(const TaskTag& tag, const Tensor& x, const Tenso
 }
 
 void submit_layer_norm_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& stats, const Tensor& dy,
-                                   Tensor& dw_tiles, Tensor& db_tiles, int tile) {
+                                   Tensor& dw, Tensor& db, int tile) {
   check_same_tiling(tag, x, dy);
   check_same_tiling(tag, x, stats);
   const LayerNormArgs a = args_for(tag, x, stats, 0.0f, tile);
   std::string name;
-  runtime::submit_task(cl_layer_norm_bwd_weights, task_info(tag, "bwd_weights", tile, 4.0 * values(a), name),
-                       {rd(x.tile(tile)), rd(stats.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile)),
-                        wr(db_tiles.tile(tile))},
-                       a);
+  const runtime::TaskInfo info = task_info(tag, "bwd_weights", tile, 4.0 * values(a), name);
+  if (a.accumulate == 0) {
+    runtime::submit_task(cl_layer_norm_bwd_weights, info,
+                         {rd(x.tile(tile)), rd(stats.tile(tile)), rd(dy.tile(tile)), wr(dw.handle()), wr(db.handle())},
+                         a);
+  } else {
+    runtime::submit_task(cl_layer_norm_bwd_weights_add, info,
+                         {rd(x.tile(tile)), rd(stats.tile(tile)), rd(dy.tile(tile)), rdwr(dw.handle()),
+                          rdwr(db.handle())},
+                         a);
+  }
 }
 
 }  // namespace dtnn::codelets

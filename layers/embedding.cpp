@@ -64,10 +64,10 @@ void Embedding::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
 void Embedding::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) {
   // Token ids have no gradient: a container hands the first layer no dx, and Sequential puts an Embedding first.
   const codelets::TaskTag tag{name(), ctx.priority};
+  // In tile order, each task adding to the gradient the last one wrote: no partial tables, no tile sum.
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_embedding_bwd_weights(tag, x, dy, padding_row_, weight_->tile_grads, t);
+    codelets::submit_embedding_bwd_weights(tag, x, dy, padding_row_, weight_->grad, t);
   }
-  submit_gradient_sums(dy.tiles(), ctx);
 }
 
 }  // namespace dtnn

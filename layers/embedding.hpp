@@ -20,8 +20,9 @@ struct EmbeddingOptions {
 
 // PyTorch's Embedding: int32 ids of any per-sample shape (S) give (S, embedding_dim), row id of weight
 // [num_embeddings, embedding_dim] (initialised N(0, 1), the padding row zero). The ids have no gradient; the
-// table's gradient is a per-tile partial (ids added in row order) summed in tile order, so it does not depend on
-// the workers. An id outside [0, num_embeddings) fails its task with a DataError naming the layer and the id.
+// table's gradient adds the positions' gradients in batch order (tile by tile, one task after another), so it is
+// the same bits whatever the workers and the tile count. An id outside [0, num_embeddings) fails its task with a
+// DataError naming the layer and the id.
 class Embedding : public Layer {
  public:
   explicit Embedding(EmbeddingOptions options);

@@ -19,7 +19,8 @@ struct LayerNormOptions {
 
 // PyTorch's LayerNorm over the last axis: each row of normalized_shape values x becomes
 // (x - mean) / sqrt(var + eps) * weight + bias, with the row's mean and biased variance; weight [E] (ones) and bias
-// [E] (zeros). One task per batch tile and pass; the weight gradients are per-tile partials summed in tile order.
+// [E] (zeros). One task per batch tile and pass; the weight gradients add the rows in batch order (tile by tile, one
+// task after another), so that they are the same bits whatever the workers and the tile count.
 class LayerNorm : public Layer {
  public:
   explicit LayerNorm(LayerNormOptions options);

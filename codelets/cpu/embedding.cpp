@@ -22,9 +22,9 @@ void embedding_fwd(int rows, int dim, int num, const std::int32_t* ids, const fl
 }
 
 void embedding_bwd_weights(int rows, int dim, int num, int padding_idx, const std::int32_t* ids, const float* dy,
-                           float* dw) {
+                           int accumulate, float* dw) {
   const auto d = static_cast<std::size_t>(dim);
-  std::fill(dw, dw + static_cast<std::size_t>(num) * d, 0.0f);
+  if (accumulate == 0) std::fill(dw, dw + static_cast<std::size_t>(num) * d, 0.0f);
   for (int i = 0; i < rows; ++i) {
     const std::int32_t id = ids[i];
     // The forward pass refused ids outside the table; a row with one has no gradient to give.

@@ -59,14 +59,16 @@ void layer_norm_bwd_data(int rows, int width, const float* x, const float* stats
   }
 }
 
-void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, float* dw,
-                            float* db) {
+void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, int accumulate,
+                            float* dw, float* db) {
   const auto e = static_cast<std::size_t>(width);
-  for (std::size_t j = 0; j < e; ++j) {
-    dw[j] = 0.0f;
-    db[j] = 0.0f;
+  if (accumulate == 0) {
+    for (std::size_t j = 0; j < e; ++j) {
+      dw[j] = 0.0f;
+      db[j] = 0.0f;
+    }
   }
-  // Row order: the tile's partial sums do not depend on the worker that runs it.
+  // Row order, and tiles one after another: the sums do not depend on the workers or on the tile count.
   for (int i = 0; i < rows; ++i) {
     const float* xr = x + static_cast<std::size_t>(i) * e;
     const float* dyr = dy + static_cast<std::size_t>(i) * e;

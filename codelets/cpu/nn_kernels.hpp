@@ -137,17 +137,19 @@ void layer_norm_fwd(int rows, int width, float eps, const float* x, const float*
 // dx = rstd * (g - mean over the row of g - xhat * mean over the row of g * xhat).
 void layer_norm_bwd_data(int rows, int width, const float* x, const float* stats, const float* w, const float* dy,
                          float* dx);
-// dw[j] = sum over the rows of dy * xhat, db[j] = sum over the rows of dy, added in row order (overwritten).
-void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, float* dw,
-                            float* db);
+// dw[j] += dy * xhat and db[j] += dy for each row in row order, onto zeros when accumulate == 0 or onto dw and db
+// as they are otherwise: tiles accumulated one after another add every row of the batch in one order.
+void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, int accumulate,
+                            float* dw, float* db);
 
 // ---- Embedding: rows of a [num, dim] table picked by int32 ids ----
 // y[i] = w[ids[i]] for the `rows` ids; an id outside [0, num) throws DataError naming it and its row.
 void embedding_fwd(int rows, int dim, int num, const std::int32_t* ids, const float* w, float* y);
-// dw = 0, then dw[ids[i]] += dy[i] for i = 0, 1, ..., rows - 1 in that order, skipping the ids equal to
-// padding_idx (-1: none), whose row gets no gradient (PyTorch's padding_idx).
+// dw[ids[i]] += dy[i] for i = 0, 1, ..., rows - 1 in that order, onto zeros when accumulate == 0 or onto dw as
+// it is otherwise, skipping the ids equal to padding_idx (-1: none), whose row gets no gradient (PyTorch's
+// padding_idx).
 void embedding_bwd_weights(int rows, int dim, int num, int padding_idx, const std::int32_t* ids, const float* dy,
-                           float* dw);
+                           int accumulate, float* dw);
 
 // ---- Scaled dot-product attention (core/shapes.hpp, AttentionShape), n samples of one tile ----
 // Per sample and head: probs = softmax(scale * q k^T) over the keys (causal: keys after the query get probability

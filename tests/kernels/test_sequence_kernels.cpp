@@ -256,9 +256,19 @@ TEST_P(LayerNormKernelTest, MatchesDoublePrecisionReference) {
   EXPECT_TRUE(all_close(dx, ref.dx, 1e-5));
   auto dw = nan_vector(static_cast<std::size_t>(width));
   auto db = nan_vector(static_cast<std::size_t>(width));
-  layer_norm_bwd_weights(rows, width, x.data(), stats.data(), dy.data(), dw.data(), db.data());
+  layer_norm_bwd_weights(rows, width, x.data(), stats.data(), dy.data(), 0, dw.data(), db.data());
   EXPECT_TRUE(all_close(dw, ref.dw, 1e-5));
   EXPECT_TRUE(all_close(db, ref.db, 1e-6));
+  // The rows in two calls, the second accumulating, add in the same order: the same bits.
+  const int first = rows / 2;
+  auto dw2 = nan_vector(dw.size());
+  auto db2 = nan_vector(db.size());
+  layer_norm_bwd_weights(first, width, x.data(), stats.data(), dy.data(), 0, dw2.data(), db2.data());
+  const std::size_t skip = static_cast<std::size_t>(first) * width;
+  layer_norm_bwd_weights(rows - first, width, x.data() + skip, stats.data() + 2 * first, dy.data() + skip, 1,
+                         dw2.data(), db2.data());
+  EXPECT_EQ(dw2, dw);
+  EXPECT_EQ(db2, db);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormKernelTest,
@@ -318,7 +328,12 @@ TEST(EmbeddingKernelTest, LooksUpRowsAndAddsGradientsInRowOrderSkippingPadding) 
   const auto dy = random_vector(y.size(), 52);
   for (int padding : {-1, 2}) {
     auto dw = nan_vector(w.size());
-    embedding_bwd_weights(rows, dim, num, padding, ids.data(), dy.data(), dw.data());
+    embedding_bwd_weights(rows, dim, num, padding, ids.data(), dy.data(), 0, dw.data());
+    // Rows 0-2 and then 3-5 accumulated: the same additions in the same order.
+    auto split = nan_vector(w.size());
+    embedding_bwd_weights(3, dim, num, padding, ids.data(), dy.data(), 0, split.data());
+    embedding_bwd_weights(rows - 3, dim, num, padding, ids.data() + 3, dy.data() + 3 * dim, 1, split.data());
+    EXPECT_EQ(split, dw);
     for (int v = 0; v < num; ++v) {
       for (int j = 0; j < dim; ++j) {
         float want = 0.0f;  // float, in row order: the kernel's sums are exactly these
