@@ -11,28 +11,41 @@ namespace {
 
 struct AttentionArgs {
   AttentionShape shape;
-  int n;  // the tile's samples
+  DropoutParams drop;
+  std::int64_t first_row;  // the tile's first sample in the batch: the dropout masks' row
+  int n;                   // the tile's samples
+  int dropout;             // 0: no attention dropout
 };
 
 // Buffers: qkv, probs, ctx.
 void attention_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
-  kernels::cpu::attention_fwd(a.shape, a.n, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+  kernels::cpu::attention_fwd(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
+                              runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                               runtime::vector_ptr(buffers[2]));
 }
 
 // Buffers: qkv, probs, dctx, dqkv.
 void attention_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
-  kernels::cpu::attention_bwd_data(a.shape, a.n, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+  kernels::cpu::attention_bwd_data(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
+                                   runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                    runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
 }
 
-// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers.
+// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers. Footprints from the data
+// sizes only: the arguments carry the step, which would make every task a new history.
 runtime::Codelet cl_attention_fwd("attention_fwd", runtime::guarded<attention_fwd_cpu>,
-                                  {STARPU_R, STARPU_W, STARPU_W});
+                                  {STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 runtime::Codelet cl_attention_bwd_data("attention_bwd_data", runtime::guarded<attention_bwd_data_cpu>,
-                                       {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+                                       {STARPU_R, STARPU_R, STARPU_R, STARPU_W}, runtime::Footprint::kData);
+
+AttentionArgs args_for(const AttentionShape& a, const DropoutDraw* drop, const Tensor& qkv, int tile) {
+  const TileRange r = qkv.tile_range(tile);
+  const DropoutParams params =
+      drop != nullptr ? kernels::cpu::dropout_params(drop->seed, drop->step, drop->rate) : DropoutParams{};
+  return AttentionArgs{a, params, r.begin, static_cast<int>(r.count), drop != nullptr ? 1 : 0};
+}
 
 void check_shapes(const TaskTag& tag, const AttentionShape& a, const Tensor& qkv, const Tensor& probs,
                   const Tensor& ctx) {
@@ -55,20 +68,20 @@ double flops(const AttentionShape& a, std::int64_t n) {
 
 }  // namespace
 
-void submit_attention_fwd(const TaskTag& tag, const AttentionShape& a, const Tensor& qkv, Tensor& probs, Tensor& ctx,
-                          int tile) {
+void submit_attention_fwd(const TaskTag& tag, const AttentionShape& a, const DropoutDraw* drop, const Tensor& qkv,
+                          Tensor& probs, Tensor& ctx, int tile) {
   check_shapes(tag, a, qkv, probs, ctx);
-  const AttentionArgs args{a, static_cast<int>(qkv.tile_range(tile).count)};
+  const AttentionArgs args = args_for(a, drop, qkv, tile);
   std::string name;
   runtime::submit_task(cl_attention_fwd, task_info(tag, "fwd", tile, flops(a, args.n), name),
                        {rd(qkv.tile(tile)), wr(probs.tile(tile)), wr(ctx.tile(tile))}, args);
 }
 
-void submit_attention_bwd_data(const TaskTag& tag, const AttentionShape& a, const Tensor& qkv, const Tensor& probs,
-                               const Tensor& dctx, Tensor& dqkv, int tile) {
+void submit_attention_bwd_data(const TaskTag& tag, const AttentionShape& a, const DropoutDraw* drop,
+                               const Tensor& qkv, const Tensor& probs, const Tensor& dctx, Tensor& dqkv, int tile) {
   check_shapes(tag, a, qkv, probs, dctx);
   check_same_tiling(tag, qkv, dqkv);
-  const AttentionArgs args{a, static_cast<int>(qkv.tile_range(tile).count)};
+  const AttentionArgs args = args_for(a, drop, qkv, tile);
   std::string name;
   runtime::submit_task(cl_attention_bwd_data, task_info(tag, "bwd_data", tile, 2.0 * flops(a, args.n), name),
                        {rd(qkv.tile(tile)), rd(probs.tile(tile)), rd(dctx.tile(tile)), wr(dqkv.tile(tile))}, args);

@@ -10,7 +10,9 @@
 
 #include "codelets/attention.hpp"
 #include "codelets/dense.hpp"
+#include "codelets/dropout.hpp"
 #include "core/errors.hpp"
+#include "layers/dropout.hpp"
 #include "layers/init.hpp"
 
 namespace dtnn {
@@ -21,6 +23,10 @@ MultiHeadAttention::MultiHeadAttention(MultiHeadAttentionOptions options) : opti
   if (e < 1 || h < 1 || e > std::numeric_limits<int>::max() / 3) {
     throw InvalidArgument(fmt::format("MultiHeadAttention: embed_dim={} num_heads={}, expected both >= 1", e, h));
   }
+  // Written so that NaN fails too.
+  if (!(options_.dropout_ >= 0.0 && options_.dropout_ < 1.0)) {
+    throw InvalidArgument(fmt::format("MultiHeadAttention: dropout={}, expected 0 <= dropout < 1", options_.dropout_));
+  }
   if (e % h != 0) {
     throw InvalidArgument(fmt::format("MultiHeadAttention: embed_dim={} with num_heads={}: embed_dim must be "
                                       "divisible by num_heads",
@@ -29,9 +35,23 @@ MultiHeadAttention::MultiHeadAttention(MultiHeadAttentionOptions options) : opti
 }
 
 std::string MultiHeadAttention::describe() const {
-  return fmt::format("{} heads of {}{}{}", options_.num_heads_, options_.embed_dim_ / options_.num_heads_,
-                     options_.causal_ ? ", causal" : "", options_.bias_ ? "" : ", no bias");
+  std::string s = fmt::format("{} heads of {}{}{}", options_.num_heads_, options_.embed_dim_ / options_.num_heads_,
+                              options_.causal_ ? ", causal" : "", options_.bias_ ? "" : ", no bias");
+  if (options_.dropout_ > 0.0) s += fmt::format(", dropout {:g}", options_.dropout_);
+  if (options_.seed_) s += fmt::format(", seed {}", *options_.seed_);
+  return s;
 }
+
+namespace {
+
+// This step's attention dropout, or none (evaluation, or no dropout); forward and backward draw the same masks.
+std::optional<codelets::DropoutDraw> dropout_of(const MultiHeadAttentionOptions& o, const std::string& name,
+                                                const PassContext& ctx) {
+  if (!ctx.training || o.dropout_ == 0.0) return std::nullopt;
+  return codelets::DropoutDraw{o.seed_.value_or(fnv1a(name)), ctx.step, o.dropout_};
+}
+
+}  // namespace
 
 Shape MultiHeadAttention::build(const Shape& in) {
   if (in.size() != 2 || in[0] < 1 || in[1] != options_.embed_dim_) {
@@ -94,13 +114,14 @@ void MultiHeadAttention::forward(const Tensor& x, Tensor& y, const PassContext& 
   const std::string in_name = name() + ".in_proj";
   const std::string out_name = name() + ".out_proj";
   const AttentionShape a = attention_shape(options_, seq_);
+  const std::optional<codelets::DropoutDraw> drop = dropout_of(options_, name(), ctx);
   Tensor& qkv = scratch_of(x, kQkv);
   Tensor& probs = scratch_of(x, kProbs);
   Tensor& context = scratch_of(x, kContext);
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_dense_fwd({in_name, ctx.priority}, x, in_weight_->value, in_bias_ ? &in_bias_->value : nullptr,
                                qkv, t, 0);
-    codelets::submit_attention_fwd({name(), ctx.priority}, a, qkv, probs, context, t);
+    codelets::submit_attention_fwd({name(), ctx.priority}, a, drop ? &*drop : nullptr, qkv, probs, context, t);
     codelets::submit_dense_fwd({out_name, ctx.priority}, context, out_weight_->value,
                                out_bias_ ? &out_bias_->value : nullptr, y, t, 0);
   }
@@ -118,6 +139,7 @@ void MultiHeadAttention::backward(const Tensor& x, const Tensor& y, const Tensor
   const std::string out_name = name() + ".out_proj";
   const AttentionShape a = attention_shape(options_, seq_);
   const int data = ctx.priority + 1;
+  const std::optional<codelets::DropoutDraw> drop = dropout_of(options_, name(), ctx);
   Tensor& qkv = scratch_of(x, kQkv);
   Tensor& probs = scratch_of(x, kProbs);
   Tensor& context = scratch_of(x, kContext);
@@ -127,7 +149,7 @@ void MultiHeadAttention::backward(const Tensor& x, const Tensor& y, const Tensor
     codelets::submit_dense_bwd_data({out_name, data}, dy, out_weight_->value, dcontext, t);
     codelets::submit_dense_bwd_weights({out_name, ctx.priority}, context, dy, out_weight_->tile_grads,
                                        out_bias_ ? &out_bias_->tile_grads : nullptr, t);
-    codelets::submit_attention_bwd_data({name(), data}, a, qkv, probs, dcontext, dqkv, t);
+    codelets::submit_attention_bwd_data({name(), data}, a, drop ? &*drop : nullptr, qkv, probs, dcontext, dqkv, t);
     if (dx != nullptr) codelets::submit_dense_bwd_data({in_name, data}, dqkv, in_weight_->value, *dx, t);
     codelets::submit_dense_bwd_weights({in_name, ctx.priority}, x, dqkv, in_weight_->tile_grads,
                                        in_bias_ ? &in_bias_->tile_grads : nullptr, t);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include <optional>
+
 #include "layers/layer.hpp"
 
 namespace dtnn {
@@ -12,11 +14,17 @@ struct MultiHeadAttentionOptions {
   MultiHeadAttentionOptions& bias(bool with_bias) { bias_ = with_bias; return *this; }
   // true: position t attends to positions <= t only (the causal mask of a language model).
   MultiHeadAttentionOptions& causal(bool masked) { causal_ = masked; return *this; }
+  // Dropout on the attention probabilities in training (PyTorch's dropout); masks drawn as Dropout's, from the seed
+  // (default: FNV-1a of the layer's name), the step and the sample's row in the batch.
+  MultiHeadAttentionOptions& dropout(double p) { dropout_ = p; return *this; }
+  MultiHeadAttentionOptions& seed(std::uint64_t s) { seed_ = s; return *this; }
 
   std::int64_t embed_dim_;
   std::int64_t num_heads_;
   bool bias_ = true;
   bool causal_ = false;
+  double dropout_ = 0.0;
+  std::optional<std::uint64_t> seed_;
 };
 
 // Self-attention as PyTorch's nn.MultiheadAttention(embed_dim, num_heads, batch_first=True) called as
@@ -24,7 +32,7 @@ struct MultiHeadAttentionOptions {
 // in_proj_weight [3E, E] (q, k, v stacked), in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E]. Per batch
 // tile and pass: the in-projection (a Dense task), the attention of every head (one task, probabilities
 // [n, heads, seq, seq] kept for backward) and the out-projection (a Dense task); weight gradients are per-tile
-// partials summed in tile order. No dropout on the attention and no key-padding mask yet.
+// partials summed in tile order. No key-padding mask yet.
 class MultiHeadAttention : public Layer {
  public:
   explicit MultiHeadAttention(MultiHeadAttentionOptions options);

@@ -153,12 +153,16 @@ void embedding_bwd_weights(int rows, int dim, int num, int padding_idx, const st
 
 // ---- Scaled dot-product attention (core/shapes.hpp, AttentionShape), n samples of one tile ----
 // Per sample and head: probs = softmax(scale * q k^T) over the keys (causal: keys after the query get probability
-// 0), ctx = probs v. qkv [n, seq, 3E]; probs [n, heads, seq, seq] (kept for backward); ctx [n, seq, E].
-void attention_fwd(const AttentionShape& a, int n, const float* qkv, float* probs, float* ctx);
-// From dctx [n, seq, E]: dv = probs^T dctx, dp = dctx v^T, ds = probs * (dp - rowsum(dp * probs)) * scale,
-// dq = ds k, dk = ds^T q, written side by side into dqkv [n, seq, 3E] (overwritten).
-void attention_bwd_data(const AttentionShape& a, int n, const float* qkv, const float* probs, const float* dctx,
-                        float* dqkv);
+// 0), ctx = dropout(probs) v. qkv [n, seq, 3E]; probs [n, heads, seq, seq] (kept for backward, before dropout);
+// ctx [n, seq, E]. drop (null: none) drops probability (h, r, c) of sample first_row + i by dropout_draw's element
+// (h seq + r) seq + c, so that neither the tile count nor the pass (backward draws it again) changes a mask.
+void attention_fwd(const AttentionShape& a, int n, std::int64_t first_row, const DropoutParams* drop,
+                   const float* qkv, float* probs, float* ctx);
+// From dctx [n, seq, E], with m the dropout's scale-or-0 mask (1 without dropout): dv = (probs m)^T dctx,
+// dp = (dctx v^T) m, ds = probs * (dp - rowsum(dp * probs)) * scale, dq = ds k, dk = ds^T q, written side by side
+// into dqkv [n, seq, 3E] (overwritten).
+void attention_bwd_data(const AttentionShape& a, int n, std::int64_t first_row, const DropoutParams* drop,
+                        const float* qkv, const float* probs, const float* dctx, float* dqkv);
 
 // ---- Softmax over the channels of x[n, c, plane] (PyTorch's dim=1; plane = 1 for (N, F) inputs) ----
 void softmax_fwd(int n, int c, std::size_t plane, const float* x, float* y);

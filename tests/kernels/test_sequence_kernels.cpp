@@ -364,9 +364,11 @@ struct AttentionReference {
   std::vector<double> probs, ctx, dqkv;
 };
 
-// Forward and backward-data in double from the definitions, one (sample, head) at a time.
+// Forward and backward-data in double from the definitions, one (sample, head) at a time; with drop, probability
+// (h, q, k) of sample first_row + i is kept (times the scale) when its dropout_draw is >= the threshold.
 AttentionReference reference_attention(const AttentionShape& a, int n, const std::vector<float>& qkv,
-                                       const std::vector<float>& dctx) {
+                                       const std::vector<float>& dctx, const DropoutParams* drop = nullptr,
+                                       std::int64_t first_row = 0) {
   const int s = a.seq, d = a.head_dim, e = a.heads * a.head_dim, row = 3 * e;
   AttentionReference r;
   r.probs.assign(static_cast<std::size_t>(n * a.heads * s * s), 0.0);
@@ -378,6 +380,12 @@ AttentionReference reference_attention(const AttentionShape& a, int n, const std
   for (int i = 0; i < n; ++i) {
     for (int h = 0; h < a.heads; ++h) {
       double* p = r.probs.data() + static_cast<std::size_t>((i * a.heads + h) * s * s);
+      auto mask = [&](int q, int k) {
+        if (drop == nullptr) return 1.0;
+        const auto e = static_cast<std::uint64_t>((h * s + q) * s + k);
+        const bool keep = dropout_draw(drop->seed, drop->step, first_row + i, e) >= drop->threshold;
+        return keep ? static_cast<double>(drop->scale) : 0.0;
+      };
       for (int q = 0; q < s; ++q) {
         const int keys = a.causal ? q + 1 : s;
         double m = -INFINITY;
@@ -392,7 +400,7 @@ AttentionReference reference_attention(const AttentionShape& a, int n, const std
         for (int k = 0; k < keys; ++k) p[q * s + k] /= sum;
         for (int j = 0; j < d; ++j) {
           double c = 0.0;
-          for (int k = 0; k < keys; ++k) c += p[q * s + k] * qkv[at(i, k, 2, h, j)];
+          for (int k = 0; k < keys; ++k) c += p[q * s + k] * mask(q, k) * qkv[at(i, k, 2, h, j)];
           r.ctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)] = c;
         }
         // Backward of this query's row: dp, ds, then its share of dq, dk, dv.
@@ -403,15 +411,16 @@ AttentionReference reference_attention(const AttentionShape& a, int n, const std
           for (int j = 0; j < d; ++j) {
             g += dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)] * qkv[at(i, k, 2, h, j)];
           }
-          dp[static_cast<std::size_t>(k)] = g;
-          shift += g * p[q * s + k];
+          dp[static_cast<std::size_t>(k)] = g * mask(q, k);
+          shift += dp[static_cast<std::size_t>(k)] * p[q * s + k];
         }
         for (int k = 0; k < keys; ++k) {
           const double ds = p[q * s + k] * (dp[static_cast<std::size_t>(k)] - shift) * a.scale;
           for (int j = 0; j < d; ++j) {
             r.dqkv[at(i, q, 0, h, j)] += ds * qkv[at(i, k, 1, h, j)];
             r.dqkv[at(i, k, 1, h, j)] += ds * qkv[at(i, q, 0, h, j)];
-            r.dqkv[at(i, k, 2, h, j)] += p[q * s + k] * dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)];
+            r.dqkv[at(i, k, 2, h, j)] +=
+                p[q * s + k] * mask(q, k) * dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)];
           }
         }
       }
@@ -436,12 +445,44 @@ TEST_P(AttentionKernelTest, MatchesDoublePrecisionReference) {
   const auto ref = reference_attention(a, n, qkv, dctx);
   auto probs = nan_vector(ref.probs.size());
   auto ctx = nan_vector(ref.ctx.size());
-  attention_fwd(a, n, qkv.data(), probs.data(), ctx.data());
+  attention_fwd(a, n, 0, nullptr, qkv.data(), probs.data(), ctx.data());
   EXPECT_TRUE(all_close(probs, ref.probs, 1e-6));
   EXPECT_TRUE(all_close(ctx, ref.ctx, 1e-5));
   auto dqkv = nan_vector(qkv.size());
-  attention_bwd_data(a, n, qkv.data(), probs.data(), dctx.data(), dqkv.data());
+  attention_bwd_data(a, n, 0, nullptr, qkv.data(), probs.data(), dctx.data(), dqkv.data());
   EXPECT_TRUE(all_close(dqkv, ref.dqkv, 1e-5));
+}
+
+// Attention dropout (rate 0.25): the masks are dropout_draw's elements (h seq + q) seq + k of the sample's row in
+// the batch, so the kernel matches the reference, and two calls on rows [0, 1) and [1, n) with first_row 0 and 1
+// give the bits of one call on all rows.
+TEST(AttentionKernelTest, DropoutMasksFollowTheSampleRowAndMatchTheReference) {
+  const int n = 3, seq = 9, heads = 2, d = 4;
+  const AttentionShape a{seq, heads, d, 1, 0.5f};
+  const std::size_t e = static_cast<std::size_t>(heads) * d;
+  const DropoutParams drop = dropout_params(77, 5, 0.25);
+  const auto qkv = random_vector(static_cast<std::size_t>(n * seq) * 3 * e, 63, -2.0f, 2.0f);
+  const auto dctx = random_vector(static_cast<std::size_t>(n * seq) * e, 64);
+  const auto ref = reference_attention(a, n, qkv, dctx, &drop, 0);
+  const auto plain = reference_attention(a, n, qkv, dctx);
+  std::vector<float> probs(ref.probs.size()), ctx(ref.ctx.size()), dqkv(qkv.size());
+  attention_fwd(a, n, 0, &drop, qkv.data(), probs.data(), ctx.data());
+  attention_bwd_data(a, n, 0, &drop, qkv.data(), probs.data(), dctx.data(), dqkv.data());
+  EXPECT_TRUE(all_close(probs, ref.probs, 1e-6));  // kept before dropout, for the softmax's backward
+  EXPECT_TRUE(all_close(ctx, ref.ctx, 1e-5));
+  EXPECT_TRUE(all_close(dqkv, ref.dqkv, 1e-5));
+  EXPECT_FALSE(all_close(ctx, plain.ctx, 1e-3));  // something was dropped
+  std::vector<float> ctx_split(ctx.size()), probs_split(probs.size()), dqkv_split(dqkv.size());
+  const std::size_t per_qkv = static_cast<std::size_t>(seq) * 3 * e;
+  const std::size_t per_ctx = static_cast<std::size_t>(seq) * e;
+  const std::size_t per_probs = static_cast<std::size_t>(heads * seq * seq);
+  attention_fwd(a, 1, 0, &drop, qkv.data(), probs_split.data(), ctx_split.data());
+  attention_fwd(a, n - 1, 1, &drop, qkv.data() + per_qkv, probs_split.data() + per_probs, ctx_split.data() + per_ctx);
+  attention_bwd_data(a, 1, 0, &drop, qkv.data(), probs_split.data(), dctx.data(), dqkv_split.data());
+  attention_bwd_data(a, n - 1, 1, &drop, qkv.data() + per_qkv, probs_split.data() + per_probs,
+                     dctx.data() + per_ctx, dqkv_split.data() + per_qkv);
+  EXPECT_EQ(ctx_split, ctx);
+  EXPECT_EQ(dqkv_split, dqkv);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,

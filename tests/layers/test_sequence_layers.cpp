@@ -510,6 +510,39 @@ TEST(MultiHeadAttentionTest, BackwardMatchesNumericalGradient) {
   check_layer_gradients(full, {5, 6}, GradCheckOptions{.batch = 2, .tiles = 2});
   AttentionWithRandomParameters nobias(MultiHeadAttentionOptions(4, 1).bias(false).causal(true));
   check_layer_gradients(nobias, {3, 4}, GradCheckOptions{.batch = 3, .tiles = 3});
+  // The masks are a function of (seed, step, row): the same in every evaluation of the checker.
+  AttentionWithRandomParameters dropped(MultiHeadAttentionOptions(6, 2).dropout(0.3).seed(4));
+  check_layer_gradients(dropped, {5, 6}, GradCheckOptions{.batch = 2, .tiles = 2});
+}
+
+// Attention dropout: evaluation is the layer without dropout, bit for bit; training differs from it, changes with
+// the step and repeats for a step.
+TEST(MultiHeadAttentionTest, DropoutActsInTrainingOnlyAndFollowsTheStep) {
+  const int n = 2, seq = 6, e = 8;
+  auto run = [&](double rate, int training, std::int64_t step) {
+    AttentionWithRandomParameters attn(MultiHeadAttentionOptions(e, 2).dropout(rate).causal(true));
+    attn.set_name("attn");
+    attn.build({seq, e});
+    Rng rng(8);
+    attn.reset_parameters(rng);
+    Tensor x({n, seq, e}, 2), y({n, seq, e}, 2);
+    fill_random(x, 2);
+    PassContext ctx;
+    ctx.training = training;
+    ctx.step = step;
+    attn.forward(x, y, ctx);
+    return y.to_vector();
+  };
+  const auto plain = run(0.0, 1, 0);
+  EXPECT_TRUE(bitwise_equal(run(0.4, 0, 0), plain));
+  const auto step0 = run(0.4, 1, 0);
+  EXPECT_FALSE(bitwise_equal(step0, plain));
+  EXPECT_TRUE(bitwise_equal(run(0.4, 1, 0), step0));
+  EXPECT_FALSE(bitwise_equal(run(0.4, 1, 1), step0));
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { MultiHeadAttention(MultiHeadAttentionOptions(8, 2).dropout(1.0)); },
+                                           {"MultiHeadAttention: dropout=1, expected 0 <= dropout < 1"}));
+  MultiHeadAttention described(MultiHeadAttentionOptions(8, 2).dropout(0.1));
+  EXPECT_EQ(described.describe(), "2 heads of 4, dropout 0.1");
 }
 
 // nn.MultiheadAttention's forward in double from the same weights: q, k, v = x W_in^T + b_in split in three and
