@@ -151,6 +151,13 @@ void embedding_fwd(int rows, int dim, int num, const std::int32_t* ids, const fl
 void embedding_bwd_weights(int rows, int dim, int num, int padding_idx, const std::int32_t* ids, const float* dy,
                            int accumulate, float* dw);
 
+// ---- Positional encodings: a [max_len, dim] table added to the positions of (seq, dim) samples ----
+// y[i, s, :] = x[i, s, :] + table[s, :] for the n samples.
+void positional_add_fwd(int n, int seq, int dim, const float* x, const float* table, float* y);
+// dw[s, :] += dy[i, s, :] for the n samples in order, onto zeros (the whole [max_len, dim] table, rows past seq
+// included) when accumulate == 0 or onto dw as it is otherwise.
+void positional_bwd_weights(int n, int seq, int dim, int max_len, const float* dy, int accumulate, float* dw);
+
 // ---- Scaled dot-product attention (core/shapes.hpp, AttentionShape), n samples of one tile ----
 // Per sample and head: probs = softmax(scale * q k^T) over the keys (causal: keys after the query get probability
 // 0), ctx = dropout(probs) v. qkv [n, seq, 3E]; probs [n, heads, seq, seq] (kept for backward, before dropout);

@@ -24,6 +24,7 @@
 #include "layers/layer.hpp"
 #include "layers/layer_norm.hpp"
 #include "layers/pooling.hpp"
+#include "layers/positional.hpp"
 #include "layers/random.hpp"
 #include "layers/shortcut.hpp"
 #include "layers/simple.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Kernels of sequence models against float64 references: token cross-entropy (ignore_index, label smoothing),
-// layer normalisation, GELU's tanh approximation, embeddings.
+// layer normalisation, GELU's tanh approximation, embeddings, positional encodings, attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -355,6 +355,30 @@ TEST(EmbeddingKernelTest, IdOutsideTheTableIsADataErrorNamingIt) {
                                                      {"embedding: token id " + std::to_string(bad) + " in row 1",
                                                       "expected 0 <= id < num_embeddings=3"}));
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Positional encodings
+
+TEST(PositionalKernelTest, AddsTheTableAndSumsItsGradientInSampleOrder) {
+  const int n = 4, seq = 3, dim = 5, max_len = 6;
+  const auto x = random_vector(static_cast<std::size_t>(n * seq * dim), 71);
+  const auto table = random_vector(static_cast<std::size_t>(max_len * dim), 72);
+  auto y = nan_vector(x.size());
+  positional_add_fwd(n, seq, dim, x.data(), table.data(), y.data());
+  for (std::size_t k = 0; k < x.size(); ++k) EXPECT_EQ(y[k], x[k] + table[k % (seq * dim)]) << k;
+  const auto dy = random_vector(x.size(), 73);
+  auto dw = nan_vector(table.size());
+  positional_bwd_weights(n, seq, dim, max_len, dy.data(), 0, dw.data());
+  for (int k = 0; k < max_len * dim; ++k) {
+    float want = 0.0f;  // float, in sample order: the kernel's sums are exactly these
+    for (int i = 0; i < n && k < seq * dim; ++i) want += dy[static_cast<std::size_t>(i * seq * dim + k)];
+    EXPECT_EQ(dw[static_cast<std::size_t>(k)], want) << k;
+  }
+  auto split = nan_vector(table.size());
+  positional_bwd_weights(1, seq, dim, max_len, dy.data(), 0, split.data());
+  positional_bwd_weights(n - 1, seq, dim, max_len, dy.data() + seq * dim, 1, split.data());
+  EXPECT_EQ(split, dw);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

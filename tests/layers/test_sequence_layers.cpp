@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sequences [batch, seq, dim] through the graph: Dense and Softmax on the last axis, the losses over the last axis
 // of sequence logits, token cross-entropy against int32 targets in tiles; the layers of transformers: LayerNorm,
-// Embedding, GELU's tanh approximation, MultiHeadAttention.
+// Embedding, positional encodings, GELU's tanh approximation, MultiHeadAttention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "layers/embedding.hpp"
 #include "layers/init.hpp"
 #include "layers/layer_norm.hpp"
+#include "layers/positional.hpp"
 #include "models/sequential.hpp"
 #include "support/gradient_check.hpp"
 #include "support/throws_with.hpp"
@@ -489,6 +490,77 @@ TEST(SequenceModelTest, EmbeddingFirstAllocatesTokenIdsAndTrainsReproducibly) {
   EXPECT_EQ(names[6].name, "2.out_proj.bias");
   // Nothing reaches the padding row.
   for (int j = 0; j < 8; ++j) EXPECT_EQ(ga[static_cast<std::size_t>(j)], 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Positional encodings
+
+TEST(PositionalEncodingTest, LearnedTableMatchesNumericalGradientAndIgnoresTheTileCount) {
+  PositionalEncoding learned(PositionalEncodingOptions(7, 4).learned(true));
+  check_layer_gradients(learned, {5, 4}, GradCheckOptions{.batch = 3, .tiles = 2});
+  EXPECT_EQ(learned.parameters()[0]->name, "weight");
+  EXPECT_EQ(learned.parameters()[0]->value.shape(), (Shape{7, 4}));
+  EXPECT_EQ(learned.describe(), "learned 7 x 4");
+  // The table's gradient: rows past seq are zero, the others the sum over samples, the same bits for 1 to 3 tiles.
+  std::vector<float> one;
+  for (int tiles : {1, 2, 3}) {
+    PositionalEncoding pe(PositionalEncodingOptions(7, 4).learned(true));
+    pe.set_name("wpe");
+    pe.build({5, 4});
+    Rng rng(1);
+    pe.reset_parameters(rng);
+    pe.prepare_tiles(tiles);
+    Tensor x({6, 5, 4}, tiles), y({6, 5, 4}, tiles), dy({6, 5, 4}, tiles), dx({6, 5, 4}, tiles);
+    fill_random(x, 2);
+    fill_random(dy, 3);
+    pe.forward(x, y, PassContext{});
+    pe.backward(x, y, dy, &dx, PassContext{});
+    const auto g = pe.parameters()[0]->grad.to_vector();
+    const auto dyv = dy.to_vector();
+    EXPECT_TRUE(bitwise_equal(dx.to_vector(), dyv));
+    for (int k = 0; k < 7 * 4; ++k) {
+      double want = 0.0;
+      for (int i = 0; i < 6 && k < 5 * 4; ++i) want += dyv[static_cast<std::size_t>(i * 20 + k)];
+      EXPECT_NEAR(g[static_cast<std::size_t>(k)], want, 1e-6) << tiles << " tiles, " << k;
+    }
+    if (one.empty()) one = g;
+    EXPECT_TRUE(bitwise_equal(g, one)) << tiles << " tiles";
+  }
+}
+
+TEST(PositionalEncodingTest, SinusoidsFollowTheFormulaAndAreAdded) {
+  PositionalEncoding pe(PositionalEncodingOptions(50, 6));
+  EXPECT_EQ(pe.build({9, 6}), (Shape{9, 6}));
+  EXPECT_TRUE(pe.parameters().empty());
+  EXPECT_EQ(pe.describe(), "sinusoidal 50 x 6");
+  const auto table = pe.table().to_vector();
+  for (int s = 0; s < 50; ++s) {
+    for (int i = 0; i < 6; i += 2) {
+      const double angle = s / std::pow(10000.0, static_cast<double>(i) / 6.0);
+      EXPECT_NEAR(table[static_cast<std::size_t>(s * 6 + i)], std::sin(angle), 1e-6) << s << " " << i;
+      EXPECT_NEAR(table[static_cast<std::size_t>(s * 6 + i + 1)], std::cos(angle), 1e-6) << s << " " << i;
+    }
+  }
+  Tensor x({2, 9, 6}, 2), y({2, 9, 6}, 2);
+  fill_random(x, 5);
+  pe.forward(x, y, PassContext{});
+  const auto xv = x.to_vector();
+  const auto yv = y.to_vector();
+  for (std::size_t k = 0; k < xv.size(); ++k) EXPECT_EQ(yv[k], xv[k] + table[k % 54]) << k;
+  PositionalEncoding grad(PositionalEncodingOptions(10, 4));
+  check_layer_gradients(grad, {10, 4}, GradCheckOptions{.batch = 2, .tiles = 2});
+}
+
+TEST(PositionalEncodingTest, RefusesASequenceLongerThanTheTableAndBadOptions) {
+  PositionalEncoding pe(PositionalEncodingOptions(256, 8).learned(true));
+  pe.set_name("wpe");
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { pe.build({300, 8}); },
+                                           {"PositionalEncoding wpe: input (300, 8), expected (seq, 8) with seq <= "
+                                            "max_len=256"}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { PositionalEncoding(PositionalEncodingOptions(16, 5)); },
+                                           {"PositionalEncoding: sinusoidal with dim=5, expected an even dim"}));
+  EXPECT_TRUE(throws_with<InvalidArgument>([] { PositionalEncoding(PositionalEncodingOptions(0, 4)); },
+                                           {"PositionalEncoding: max_len=0 dim=4, expected both in 1.."}));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
