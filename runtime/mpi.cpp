@@ -118,8 +118,8 @@ void Mpi::wait(MPI_Request& request, const std::string& what, int max_pause_us) 
     MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (done) return;
     if (std::chrono::steady_clock::now() > deadline) {
-      abort(fmt::format("{} did not complete within {} s (--mpi-timeout): {} died or hangs", what, timeout_s_,
-                        peers()));
+      abort(fmt::format("{} did not complete within {} s (--mpi-timeout): {} died, hangs or is unreachable", what,
+                        timeout_s_, peers()));
     }
     // Poll quickly at first (collectives usually finish in microseconds), then back off to spare the core.
     std::this_thread::sleep_for(pause);
