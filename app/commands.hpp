@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -26,5 +27,10 @@ Command add_calibrate(CLI::App& program);   // app/calibrate.cpp
 Command add_simulate(CLI::App& program, int argc, char** argv);
 // True in that second process, whose main is StarPU's (app/main.cpp).
 bool simulation_process();
+
+// The whole program's command line in `program`: its description, every command above and the options they share
+// (app/commands.cpp). main parses with it, and so does the options harness (fuzz/fuzz_options.cpp), which runs no
+// command. argc and argv: the program's own, which the simulation's second process is given again.
+std::vector<Command> add_commands(CLI::App& program, int argc, char** argv);
 
 }  // namespace dtnn::app

@@ -34,13 +34,8 @@ namespace dtnn::app {
 namespace {
 
 int dtnn_main(int argc, char** argv) {
-  CLI::App program{"dtnn: train neural networks whose every step is a StarPU task graph"};
-  program.require_subcommand(1);
-  program.set_help_all_flag("--help-all", "help for every subcommand");
-  const std::vector<Command> commands = {
-      add_train(program),      add_benchmark(program), add_evaluate(program),  add_models(program),
-      add_schedulers(program), add_summary(program),   add_convert(program),   add_calibrate(program),
-      add_simulate(program, argc, argv)};
+  CLI::App program;
+  const std::vector<Command> commands = add_commands(program, argc, argv);
   try {
     program.parse(argc, argv);
   } catch (const CLI::ParseError& err) {

@@ -3,8 +3,11 @@
 // by --help, and written nowhere in the program. What several commands share is here; each command adds its own.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -46,12 +49,26 @@ CLI::Option* add_named(CLI::App* app, const std::string& option, T& field, const
 }
 
 // An option given in other units than its field keeps them in: the field receives value x scale, and the default
-// shown is the field's own divided by scale.
+// shown is the field's own divided by scale. An integer field refuses a value it cannot hold (a CLI11
+// ValidationError: exit status 2, as any bad value), which converting would have made undefined.
 template <class T>
 CLI::Option* add_scaled(CLI::App* app, const std::string& option, T& field, double scale, const std::string& help) {
   return app
       ->add_option_function<double>(
-          option, [&field, scale](double value) { field = static_cast<T>(value * scale); }, help)
+          option,
+          [&field, scale, option](double value) {
+            const double scaled = value * scale;
+            if constexpr (std::is_integral_v<T>) {
+              // [lowest, 2^digits): both bounds are exact doubles, and NaN is in neither.
+              const double end = std::ldexp(1.0, std::numeric_limits<T>::digits);
+              if (!(scaled >= static_cast<double>(std::numeric_limits<T>::lowest()) && scaled < end)) {
+                throw CLI::ValidationError(option, fmt::format("{} is out of range, expected at most {:g}", value,
+                                                               std::nextafter(end, 0.0) / scale));
+              }
+            }
+            field = static_cast<T>(scaled);
+          },
+          help)
       ->default_str(fmt::format("{:g}", static_cast<double>(field) / scale));
 }
 

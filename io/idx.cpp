@@ -23,9 +23,11 @@ constexpr std::int64_t kMaxCount = std::numeric_limits<std::int32_t>::max();
 // gzread takes an unsigned int and returns an int, so one call must stay well below INT_MAX.
 constexpr std::int64_t kReadChunk = std::int64_t{1} << 24;
 // Reserving more than this up front would let a corrupt header trigger a huge allocation before a byte of
-// data has been seen; past it the buffer grows as data actually arrives. Reserved pages stay untouched until
-// read into, so a large reservation for a short file costs address space only.
+// data has been seen; past it the buffer grows as data actually arrives.
 constexpr std::int64_t kMaxReserve = std::int64_t{1} << 28;
+// Deflate cannot shrink data by more than 1032:1 (a 258-byte match in 2 bits), so a gzip file of n bytes holds at
+// most about 1032 n bytes of data.
+constexpr std::int64_t kMaxDeflateRatio = 1032;
 
 struct GzClose {
   void operator()(gzFile f) const noexcept { gzclose(f); }
@@ -89,9 +91,17 @@ class IdxReader {
     }
     // zlib's 8 KiB default would mean thousands of read() calls per MNIST file.
     gzbuffer(gz_.get(), 1u << 20);
+    const auto bytes = std::filesystem::file_size(file, ec);
+    file_bytes_ = ec ? std::numeric_limits<std::int64_t>::max() / kMaxDeflateRatio : static_cast<std::int64_t>(bytes);
   }
 
   const std::string& name() const { return name_; }
+
+  // The most bytes the whole stream can hold: the file's size when it is raw, deflate's best ratio times it when
+  // it is compressed. Known once something has been read (zlib tells the two apart from the first bytes).
+  std::int64_t max_stream_bytes() {
+    return gzdirect(gz_.get()) != 0 ? file_bytes_ : file_bytes_ * kMaxDeflateRatio;
+  }
 
   // Reads up to n bytes; fewer only at the end of the stream.
   std::int64_t read(std::uint8_t* dst, std::int64_t n) {
@@ -151,6 +161,7 @@ class IdxReader {
 
   std::string name_;
   GzHandle gz_;
+  std::int64_t file_bytes_ = 0;
   bool cut_short_ = false;
 };
 
@@ -189,15 +200,18 @@ void check_count(const IdxReader& in, std::uint32_t count, const char* what) {
   }
 }
 
-// Grows the buffer as data arrives, so a header announcing far more than the file holds ends in a
-// DataError about the missing bytes instead of an allocation failure.
+// Grows the buffer as data arrives, never past what the file can hold (max_stream_bytes), so a header announcing
+// far more than the file holds ends in a DataError about the missing bytes, after allocating no more than the
+// file could fill.
 std::vector<std::uint8_t> read_payload(IdxReader& in, std::int64_t expected, const std::string& what,
                                        const std::string& shape) {
+  const std::int64_t can_hold = std::min(expected, in.max_stream_bytes());
   std::vector<std::uint8_t> data;
-  data.reserve(static_cast<std::size_t>(std::min(expected, kMaxReserve)));
+  data.reserve(static_cast<std::size_t>(std::min(can_hold, kMaxReserve)));
   std::int64_t total = 0;
   while (total < expected) {
-    const std::int64_t want = std::min(expected - total, kReadChunk);
+    // Past what the file can hold, one byte more shows the data missing (a read of it returns nothing).
+    const std::int64_t want = std::min({expected - total, kReadChunk, std::max<std::int64_t>(can_hold - total, 1)});
     data.resize(static_cast<std::size_t>(total + want));
     const std::int64_t got = in.read(data.data() + total, want);
     total += got;

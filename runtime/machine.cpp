@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -180,14 +180,51 @@ int count_hosts(const fs::path& dir, const std::string& kind) {
 int machine_cpus(const fs::path& dir) { return count_hosts(dir, "CPU"); }
 int machine_gpus(const fs::path& dir) { return count_hosts(dir, "CUDA"); }
 
-nlohmann::json read_machine_file(const fs::path& dir) {
-  std::ifstream in(dir / "machine.json");
-  if (!in) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(fmt::format("{}: not a machine description ({})", (dir / "machine.json").string(), e.what()));
+namespace {
+
+// The fields of machine.json that dtnn reads back (app/simulate.cpp, app/calibrate.cpp) have the types it reads them
+// as; the rest is what calibrate records for people. DataError naming the file and the field otherwise, rather than
+// nlohmann::json's type_error, which names neither.
+void check_machine_file(const fs::path& file, const nlohmann::json& doc) {
+  const auto fail = [&](const std::string& field, const char* expected, const nlohmann::json& got) {
+    throw DataError(fmt::format("{}: {}: expected {}, got {}, not a machine description", file.string(), field,
+                                expected, got.type_name()));
+  };
+  if (!doc.is_object()) fail("the document", "an object", doc);
+  if (doc.contains("cpu") && !doc["cpu"].is_string()) fail("cpu", "a string", doc["cpu"]);
+  if (!doc.contains("calibrations")) return;
+  const nlohmann::json& rows = doc["calibrations"];
+  if (!rows.is_array()) fail("calibrations", "an array", rows);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const nlohmann::json& row = rows[i];
+    const std::string where = fmt::format("calibrations[{}]", i);
+    if (!row.is_object()) fail(where, "an object", row);
+    for (const char* key : {"model", "conv", "fusion", "device"}) {
+      if (row.contains(key) && !row[key].is_string()) fail(where + "." + key, "a string", row[key]);
+    }
+    for (const char* key : {"batch_size", "tiles"}) {
+      if (row.contains(key) && !row[key].is_number_integer()) fail(where + "." + key, "an integer", row[key]);
+    }
+    if (row.contains("cpu_task_overhead_us") && !row["cpu_task_overhead_us"].is_number()) {
+      fail(where + ".cpu_task_overhead_us", "a number", row["cpu_task_overhead_us"]);
+    }
   }
+}
+
+}  // namespace
+
+nlohmann::json read_machine_file(const fs::path& dir) {
+  const fs::path file = dir / "machine.json";
+  std::ifstream in(file);
+  if (!in) return nlohmann::json::object();
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(fmt::format("{}: not a machine description ({})", file.string(), e.what()));
+  }
+  check_machine_file(file, doc);
+  return doc;
 }
 
 void write_machine_file(const fs::path& dir, const nlohmann::json& doc) {
@@ -204,25 +241,39 @@ std::string read_text(const fs::path& file) {
   return s.str();
 }
 
+// A field of a machine folder's file that must be a number, whole; DataError naming the file, where in it (a line, a
+// link) and what the field is.
+double number_field(const fs::path& file, const std::string& where, const std::string& field, const char* what) {
+  double value = 0.0;
+  const char* end = field.data() + field.size();
+  const auto [stop, error] = std::from_chars(field.data(), end, value);
+  if (error != std::errc{} || stop != end) {
+    throw DataError(fmt::format("{}: {}: {} '{}', expected a number{}", file.string(), where, what, field,
+                                error == std::errc::result_out_of_range ? " within a double's range" : ""));
+  }
+  return value;
+}
+
 // A history entry of a StarPU 1.3 model file (perfmodel_history.c, dump_history_entry): footprint, size, flops,
 // mean (us), deviation, sum, sum of squares, samples. The entries follow the "# Model for <arch>_impl<n>" line of
 // their architecture (cpu0, cuda0, ...): CPU entries are divided by cpu_speed, CUDA ones by gpu_speed.
-std::string scale_model(const std::string& text, double cpu_speed, double gpu_speed) {
+std::string scale_model(const fs::path& file, double cpu_speed, double gpu_speed) {
   static const std::regex entry(R"(^([0-9a-f]{8})\t(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\d+)\s*$)");
-  std::istringstream in(text);
+  std::istringstream in(read_text(file));
   std::string out, line;
   std::smatch m;
   double speed = 1.0;
-  while (std::getline(in, line)) {
+  for (int n = 1; std::getline(in, line); ++n) {
     if (line.rfind("# Model for ", 0) == 0) {
       speed = line.compare(12, 4, "cuda") == 0 ? gpu_speed : line.compare(12, 3, "cpu") == 0 ? cpu_speed : 1.0;
     } else if (speed != 1.0 && std::regex_match(line, m, entry)) {
-      const double mean = std::stod(m[4]) / speed, dev = std::stod(m[5]) / speed;
-      const double sum = std::stod(m[6]) / speed, sum2 = std::stod(m[7]) / (speed * speed);
-      char buf[256];
-      std::snprintf(buf, sizeof(buf), "%s\t%-15s\t%-15s\t%-15e\t%-15e\t%-15e\t%-15e\t%s", m[1].str().c_str(),
-                    m[2].str().c_str(), m[3].str().c_str(), mean, dev, sum, sum2, m[8].str().c_str());
-      line = buf;
+      const std::string where = fmt::format("line {}", n);
+      const double mean = number_field(file, where, m[4], "mean") / speed;
+      const double dev = number_field(file, where, m[5], "deviation") / speed;
+      const double sum = number_field(file, where, m[6], "sum") / speed;
+      const double sum2 = number_field(file, where, m[7], "sum of squares") / (speed * speed);
+      line = fmt::format("{}\t{:<15}\t{:<15}\t{:<15e}\t{:<15e}\t{:<15e}\t{:<15e}\t{}", m[1].str(), m[2].str(), m[3].str(),
+                         mean, dev, sum, sum2, m[8].str());
     }
     out += line + "\n";
   }
@@ -275,8 +326,8 @@ GpuLink calibrated_gpu(const fs::path& dir) {
     if (!std::regex_search(xml, m, re)) {
       throw DataError(fmt::format("{}: no link {}, expected the platform of a GPU calibration", platform.string(), id));
     }
-    bps = std::stod(m[1]);
-    s = std::stod(m[2]);
+    bps = number_field(platform, "link " + id, m[1], "bandwidth");
+    s = number_field(platform, "link " + id, m[2], "latency");
   };
   link("RAM-CUDA0", g.down_bps, g.down_s);
   link("CUDA0-RAM", g.up_bps, g.up_s);
@@ -382,7 +433,9 @@ void derive_machine_folder(const fs::path& calibrated, const fs::path& out, cons
   if (target.cpu_speed != 1.0 || target.gpu_speed != 1.0) {
     for (const auto& f : fs::recursive_directory_iterator(sampling(out) / "codelets")) {
       if (f.is_regular_file()) {
-        write_text_file(f.path(), scale_model(read_text(f.path()), target.cpu_speed, target.gpu_speed), "model");
+        // Read from the calibrated folder, which a message should name, rather than from its copy.
+        const fs::path source = calibrated / f.path().lexically_relative(out);
+        write_text_file(f.path(), scale_model(source, target.cpu_speed, target.gpu_speed), "model");
       }
     }
   }

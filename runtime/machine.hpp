@@ -86,7 +86,9 @@ void use_machine_folder(const std::filesystem::path& dir, MachineUse use);
 // Its CUDA hosts (a calibration with `--device cuda|all` on a GPU machine has them; a CPU one has none).
 [[nodiscard]] int machine_gpus(const std::filesystem::path& dir);
 
-// <dir>/machine.json, or an empty object when there is none.
+// <dir>/machine.json, or an empty object when there is none. DataError naming the file when it is not JSON, or when
+// a field dtnn reads back has another type (an object at the top; cpu a string; calibrations an array of objects
+// whose model, conv, fusion and device are strings, batch_size and tiles integers, cpu_task_overhead_us a number).
 [[nodiscard]] nlohmann::json read_machine_file(const std::filesystem::path& dir);
 // Writes <dir>/machine.json (atomically).
 void write_machine_file(const std::filesystem::path& dir, const nlohmann::json& doc);

@@ -3,8 +3,9 @@
 # Installs every Debian package dtnn needs, builds it, and runs what was asked:
 #   scripts/setup.sh train   install, build the program (only), train the default CNN on Fashion-MNIST (one epoch)
 #                            and test it
-#   scripts/setup.sh test    install, build, run the whole test suite (what CI runs), then the I/O tests again
-#                            under AddressSanitizer, then the simulation configuration (SimGrid) and its tests
+#   scripts/setup.sh test    install, build, run the whole test suite (what CI runs), then the simulation
+#                            configuration (SimGrid) and its tests, each fuzz harness for 5 s (scripts/fuzz.sh), then
+#                            the I/O tests again under AddressSanitizer
 #   scripts/setup.sh build   install and build only
 #   scripts/setup.sh bench   install the benchmark peers too (python3-torch, oneDNN, matplotlib for the plots), then build
 #
@@ -51,6 +52,10 @@ fi
 # The program's and the simulation's tests extract machine archives (.tar.xz) with tar, which needs xz.
 if [ "$action" = test ] || [ "$action" = simgrid ]; then
   packages+=(libsimgrid-dev xz-utils)
+fi
+# The fuzz harnesses (scripts/fuzz.sh): clang with the libFuzzer, ASan and UBSan run-time libraries it links.
+if [ "$action" = test ]; then
+  packages+=(clang-14 libclang-rt-14-dev)
 fi
 # Debian's own StarPU only for bench/fxt_overhead.py, which compares dtnn built against it with our build.
 if [ "$action" = bench ]; then
@@ -172,6 +177,9 @@ case "$action" in
       fi
     fi
     simgrid_config
+    # Every reader of untrusted input fuzzed a few seconds (fuzz/, docs/fuzzing.md): clang, ASan, UBSan and
+    # libFuzzer in build-fuzz; a finding fails the run and is left in build-fuzz/findings.
+    DTNN_STARPU_PREFIX="$starpu_prefix" bash "$here/scripts/fuzz.sh" 5
     # Corrupt and truncated files (checkpoints, datasets) once more under AddressSanitizer and UBSan: a bad
     # file must give an error, never a memory error.
     asan="$here/build-asan"

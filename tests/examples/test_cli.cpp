@@ -287,6 +287,19 @@ TEST(CliTest, MoreWorkersThanTheStarpuBuildSupportsIsAnError) {
   EXPECT_NE(r.output.find("STARPU_MAXCPUS"), std::string::npos) << r.output;
 }
 
+// Found by fuzz_options (reproduced; the fuzzer had not reached it in 300 s): --bucket-mb 1e300 converted
+// 1.05e306 bytes into the field's size_t, which is undefined; a size no field holds is now a bad value (status 2).
+TEST(CliTest, AScaledValueItsFieldCannotHoldIsAnError) {
+  for (const char* value : {"1e300", "nan"}) {
+    const CliRun r = dtnn(kShortRun + " --bucket-mb " + value);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(std::string("--bucket-mb: ") + (value[0] == 'n' ? "nan" : "1e+300") +
+                            " is out of range, expected at most 1.75922e+13"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
 // FxT is compiled into dtnn's StarPU, which would trace every run into STARPU_FXT_PREFIX (default /tmp): only
 // --fxt records a trace. Without FxT (Debian's StarPU), --fxt is an error that says why.
 TEST(CliTest, FxtTraceIsWrittenOnlyWithTheOption) {

@@ -16,6 +16,7 @@
 
 #include "io/idx.hpp"
 #include "io/io_test_util.hpp"
+#include "io/largest_allocation.hpp"
 #include "core/errors.hpp"
 
 namespace dtnn::io {
@@ -293,6 +294,22 @@ TEST(IdxErrorsTest, HeaderAnnouncingHugeDataFailsWithoutAllocatingIt) {
   write_bytes(file, images_file(0x7fffffffu, 4096, 4096, pattern(100)));
   EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
                                      {file.string(), "expected 36028797002186752 bytes of pixels, got 100"}));
+}
+
+// Found by fuzz_idx: 76 bytes announcing 16776963 images of 4x5 had the reader reserve 256 MiB before reading a
+// byte of them. Raw or compressed, it allocates no more than the file could hold (deflate: 1032 times its size).
+TEST(IdxErrorsTest, HeaderAnnouncingMoreThanTheFileHoldsAllocatesNoMoreThanTheFile) {
+  TempDir dir;
+  const Bytes bytes = images_file(0x00ffff03u, 4, 5, pattern(60));
+  ASSERT_EQ(bytes.size(), 76u);
+  for (const bool gzip : {false, true}) {
+    const auto file = dir / (gzip ? "liar.gz" : "liar");
+    gzip ? write_gz(file, bytes) : write_bytes(file, bytes);
+    reset_largest_allocation();
+    EXPECT_TRUE(throws_with<DataError>([&] { read_idx_images(file); },
+                                       {file.string(), "expected 335539260 bytes of pixels, got 60"}));
+    EXPECT_LE(largest_allocation(), std::size_t{1} << 20) << file;
+  }
 }
 
 TEST(IdxErrorsTest, TrailingData) {

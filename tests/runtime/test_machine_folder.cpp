@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -26,6 +27,8 @@ using test::TarMember;
 using test_support::throws_with;
 
 const fs::path kZen5 = fs::path(DTNN_SOURCE_DIR) / "tests" / "data" / "machine-zen5.tar.xz";
+// A GPU calibration (an H200 with 16 Xeon cores) committed with the simulation study.
+const fs::path kH200 = fs::path(DTNN_SOURCE_DIR) / "bench" / "results" / "machines" / "h200_xeon16.tar.xz";
 
 fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("dtnn-machine-test-" + std::to_string(::getpid()) + "-" + name);
@@ -263,6 +266,74 @@ TEST(MachineFolderTest, PackingRefusesWhatIsNotACalibration) {
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { runtime::pack_machine_archive(m.dir(), temp_path("x.zip")); },
                                            {"x.zip", "not an archive name"}));
   fs::remove(archive);
+}
+
+fs::path bus_file(const fs::path& dir, const std::string& suffix) {
+  return dir / "starpu" / ".starpu" / "sampling" / "bus" / ("dtnn-machine" + suffix);
+}
+
+// Found by fuzz_machine_folder: a history entry whose sum is not a number made std::stod throw
+// std::invalid_argument ("stod", naming nothing) out of derive_machine_folder; a platform link's bandwidth of
+// 1e999 did the same with std::out_of_range. Both are now a DataError naming the file and where in it.
+TEST(MachineFolderTest, DerivingRefusesAValueThatIsNoNumberNamingTheFile) {
+  runtime::TargetMachine faster;
+  faster.cpu_speed = 2.0;
+  const MachineFolder cpu = MachineFolder::open(kZen5);
+  const fs::path model = cpu.dir() / "starpu" / ".starpu" / "sampling" / "codelets" / "45" / "dense_fwd.dtnn-machine";
+  write_bytes(model,
+              "# Model for cpu0_impl0 (Comb0)\n"
+              "# number of entries\n"
+              "1\n"
+              "382ef4d2\t2023936        \t2.569011e+07   \t5.302010e+02   \t5.748260e+01   )2.173824e+04   \t"
+              "1.166111e+07   \t41\n");
+  const fs::path out = temp_path("derived");
+  EXPECT_TRUE(throws_with<DataError>([&] { runtime::derive_machine_folder(cpu.dir(), out, faster); },
+                                     {model.string(), "line 4: sum ')2.173824e+04', expected a number"}));
+
+  runtime::TargetMachine two_gpus;
+  two_gpus.gpus = 2;
+  const MachineFolder gpu = MachineFolder::open(kH200);
+  const fs::path platform = bus_file(gpu.dir(), ".platform.v4.xml");
+  std::string xml = read_bytes(platform);
+  const std::string bandwidth = R"(<link id="RAM-CUDA0" bandwidth=")";
+  const std::size_t at = xml.find(bandwidth);
+  ASSERT_NE(at, std::string::npos);
+  xml.replace(at + bandwidth.size(), xml.find('B', at + bandwidth.size()) - at - bandwidth.size(), "1e999");
+  write_bytes(platform, xml);
+  EXPECT_TRUE(throws_with<DataError>(
+      [&] { runtime::derive_machine_folder(gpu.dir(), out, two_gpus); },
+      {platform.string(), "link RAM-CUDA0: bandwidth '1e999', expected a number within a double's range"}));
+  fs::remove_all(out);
+}
+
+// A machine.json whose fields dtnn reads back have other types made nlohmann::json's type_error escape from dtnn
+// simulate and calibrate ('[json.exception.type_error.306] cannot use value() with number', naming no file), as the
+// machine-folder harness showed once it read the document as they do. read_machine_file now refuses it, naming the
+// file and the field.
+TEST(MachineFolderTest, AMachineDescriptionOfOtherTypesIsRefusedNamingTheFieldAndTheFile) {
+  const fs::path dir = temp_path("json");
+  fs::create_directories(dir);
+  const fs::path file = dir / "machine.json";
+  const std::pair<const char*, const char*> bad[] = {
+      {R"([1, 2])", "the document: expected an object, got array"},
+      {R"({"cpu": 7})", "cpu: expected a string, got number"},
+      {R"({"calibrations": 5})", "calibrations: expected an array, got number"},
+      {R"({"calibrations": [{"model": "simplecnn"}, "x"]})", "calibrations[1]: expected an object, got string"},
+      {R"({"calibrations": [{"batch_size": "64"}]})", "calibrations[0].batch_size: expected an integer, got string"},
+      {R"({"calibrations": [{"tiles": 2.5}]})", "calibrations[0].tiles: expected an integer, got number"},
+      {R"({"calibrations": [{"device": null}]})", "calibrations[0].device: expected a string, got null"},
+      {R"({"calibrations": [{"cpu_task_overhead_us": "12"}]})",
+       "calibrations[0].cpu_task_overhead_us: expected a number, got string"},
+  };
+  for (const auto& [text, message] : bad) {
+    write_bytes(file, text);
+    EXPECT_TRUE(throws_with<DataError>([&] { (void)runtime::read_machine_file(dir); }, {file.string() + ": " + message}))
+        << text;
+  }
+  write_bytes(file, R"({"cpu": "AMD EPYC", "calibrations": [{"model": "simplecnn", "batch_size": 64, "tiles": 2,
+                        "cpu_task_overhead_us": 12, "step_ms": 16.9, "notes": [1, "x"]}]})");
+  EXPECT_EQ(runtime::read_machine_file(dir).at("calibrations")[0].at("tiles"), 2);
+  fs::remove_all(dir);
 }
 
 }  // namespace
