@@ -148,7 +148,7 @@ void add_parallel_options(CLI::App* app, TrainOptions& o) {
       ->check(CLI::IsMember({0, 1}))
       ->default_str(o.parallel.buckets_.tail_buckets_ ? "1" : "0");
   app->add_option("--mpi-timeout", o.mpi_timeout,
-                  "seconds a rank waits for the others before aborting the job (a rank died or hangs)")
+                  "seconds a rank waits for the others before aborting the job (a rank died, hangs or is unreachable)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app->add_flag("--drop-last", o.parallel.drop_last_,

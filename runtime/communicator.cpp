@@ -246,8 +246,8 @@ int Communicator::test(Request& r) {
     abort_job(e.what());
   }
   if (!done && std::chrono::steady_clock::now() - r.started > std::chrono::seconds(mpi_.timeout_s())) {
-    abort_job(fmt::format("{} did not complete within {} s (--mpi-timeout): {} died or hangs", r.what,
-                          mpi_.timeout_s(), mpi_.peers()));
+    abort_job(fmt::format("{} did not complete within {} s (--mpi-timeout): {} died, hangs or is unreachable",
+                          r.what, mpi_.timeout_s(), mpi_.peers()));
   }
   return done;
 }

@@ -56,8 +56,8 @@ ncclComm_t init_communicator(const Mpi& mpi, const ncclUniqueId& id, int device)
   });
   if (done.wait_for(std::chrono::seconds(mpi.timeout_s())) != std::future_status::ready) {
     init.detach();  // still inside ncclCommInitRank: the job ends below
-    mpi.abort(fmt::format("{}: set-up did not complete within {} s (--mpi-timeout): {} died or hangs", what,
-                          mpi.timeout_s(), mpi.peers()));
+    mpi.abort(fmt::format("{}: set-up did not complete within {} s (--mpi-timeout): {} died, hangs or is unreachable",
+                          what, mpi.timeout_s(), mpi.peers()));
   }
   init.join();
   return done.get();

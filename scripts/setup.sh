@@ -44,9 +44,10 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
   dataset-fashion-mnist
 )
-# The test suite checks PyTorch interchange (tools/*.py) with Debian's torch and h5py.
+# The test suite checks PyTorch interchange (tools/*.py) with Debian's torch and h5py; its network tests and
+# bench/overlap.py --network build a cluster of namespaces with ip and tc (scripts/netns_cluster.sh).
 if [ "$action" = test ] || [ "$action" = bench ]; then
-  packages+=(python3 python3-torch python3-numpy python3-h5py)
+  packages+=(python3 python3-torch python3-numpy python3-h5py iproute2)
 fi
 # The program's and the simulation's tests extract machine archives (.tar.xz) with tar, which needs xz.
 if [ "$action" = test ] || [ "$action" = simgrid ]; then
