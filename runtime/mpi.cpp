@@ -40,14 +40,13 @@ void prefer_a_working_single_copy() {
 // binomial reduce then broadcast: one direction of each link at a time. Its ring (reduce-scatter then all-gather)
 // sends both ways at once and moves the same bytes: measured on the emulated cluster (scripts/netns_cluster.sh,
 // 2 ranks, 1 Gb/s links), resnet18_cifar10's 45 MB of gradients 877 ms a step with the binomial, 445 with the
-// ring. At 4 ranks and more libnbc takes the ring for large buckets itself. Either way every rank gets the same
-// sums (each element is summed at one rank and sent to the others) and, at 2 ranks, the same bits as before (one
-// addition, a + b = b + a). The user's choice, OMPI_MCA_coll_libnbc_iallreduce_algorithm or mpirun's
-// --mca coll_libnbc_iallreduce_algorithm, is kept.
+// ring. At 2 ranks the sums are the same bits either way (one addition, a + b = b + a), and every rank gets the
+// same result. Only 2 ranks, where it was measured and is tested; 3 ranks keep libnbc's choice. The user's choice,
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm or mpirun's --mca coll_libnbc_iallreduce_algorithm, is kept.
 void prefer_a_full_duplex_allreduce() {
   if (std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr) return;
   const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (size != nullptr && (std::string_view(size) == "2" || std::string_view(size) == "3")) {
+  if (size != nullptr && std::string_view(size) == "2") {
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);  // 1: ring
   }
 }
