@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dense (fully connected) tasks: one per batch tile. Weights [out, in], bias [out] (optional). The GEMM runs on the
-// last axis: a sample of x holds row_elements / in rows (one per position of a sequence).
+// Dense (fully connected) tasks: one per batch tile. Weights [out, in], bias [out] (optional).
 #pragma once
 
 #include "codelets/common.hpp"

@@ -61,8 +61,7 @@ struct StepStats {
   std::int64_t rows = 0;
 
   StepStats& operator+=(const StepStats& o);
-  // Per counted row (kCounted: a sample of a classifier, a target token of a sequence model).
-  [[nodiscard]] double mean(LossStat k) const { return sums[k] / sums[kCounted]; }
+  [[nodiscard]] double mean(LossStat k) const { return sums[k] / static_cast<double>(rows); }
   // Over every rank of the world (the driver's communicator).
   void sum_over_ranks(const runtime::Mpi* mpi, const std::string& what);
 };
