@@ -1231,23 +1231,39 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
   }
 }
 
-void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
-  const Geom g(sh);
+namespace {
+
+// What the backward-weights passes of every precision share before their GEMMs: the bias gradient (an fp32 sum),
+// and the cases with no GEMM to run (no weights, no pixels: zero gradients, depthwise: its own loop, in fp32).
+// True when the weight gradient is done.
+bool bwd_weights_without_gemm(const Conv2dShape& sh, const Geom& g, const float* x, const float* dy, float* dw,
+                              float* db) {
   if (db != nullptr) {
     bias_bwd_weights(std::max(g.n, 0), g.k, g.plane, dy, db);
   }
   const size_t w_group = static_cast<size_t>(std::max(g.kg, 0)) * g.crs;
   if (w_group == 0) {
-    return;
+    return true;
   }
   if (g.npix == 0) {
     std::fill_n(dw, static_cast<size_t>(sh.groups) * w_group, 0.0f);
-    return;
+    return true;
   }
   if (g.depthwise()) {
     depthwise_bwd_weights(g, x, dy, dw);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
+  const Geom g(sh);
+  if (bwd_weights_without_gemm(sh, g, x, dy, dw, db)) {
     return;
   }
+  const size_t w_group = static_cast<size_t>(g.kg) * g.crs;
   const MicroKernel& mk = select_kernel(Pass::kBwdWeights, g);
   const Blocking bs = default_blocking(mk);
   for (int grp = 0; grp < sh.groups; ++grp) {
@@ -1409,21 +1425,10 @@ void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, con
                                       Bf16Math math) {
   const Bf16Kernel& mk = bf16_kernel(math);
   const Geom g(sh);
-  if (db != nullptr) {
-    bias_bwd_weights(std::max(g.n, 0), g.k, g.plane, dy, db);
-  }
-  const size_t w_group = static_cast<size_t>(std::max(g.kg, 0)) * g.crs;
-  if (w_group == 0) {
+  if (bwd_weights_without_gemm(sh, g, x, dy, dw, db)) {
     return;
   }
-  if (g.npix == 0) {
-    std::fill_n(dw, static_cast<size_t>(sh.groups) * w_group, 0.0f);
-    return;
-  }
-  if (g.depthwise()) {
-    depthwise_bwd_weights(g, x, dy, dw);
-    return;
-  }
+  const size_t w_group = static_cast<size_t>(g.kg) * g.crs;
   const auto crs = static_cast<dim_t>(g.crs);
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
