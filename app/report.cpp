@@ -40,7 +40,7 @@ double peak_rss_mb() {
 
 MemoryBreakdown memory_breakdown(Sequential& model, Optimizer& optimizer) {
   constexpr double kMiB = 1 << 20;
-  auto mib = [](const Tensor& t) { return t.defined() ? static_cast<double>(t.numel()) * sizeof(float) / kMiB : 0.0; };
+  auto mib = [](const Tensor& t) { return t.defined() ? static_cast<double>(t.bytes()) / kMiB : 0.0; };
   MemoryBreakdown m;
   for (const NamedParameter& p : model.named_parameters()) {
     m.weights += mib(p.parameter->value);

@@ -33,6 +33,7 @@ void activation_fwd_cpu(void** buffers, void* cl_arg) {
     case ActivationKind::kLeakyRelu: k::leaky_relu_fwd(a.count, a.param, x, y); break;
     case ActivationKind::kElu: k::elu_fwd(a.count, a.param, x, y); break;
     case ActivationKind::kGelu: k::gelu_fwd(a.count, x, y); break;
+    case ActivationKind::kGeluTanh: k::gelu_tanh_fwd(a.count, x, y); break;
   }
 }
 
@@ -48,6 +49,7 @@ void activation_bwd_data_cpu(void** buffers, void* cl_arg) {
     case ActivationKind::kLeakyRelu: k::leaky_relu_bwd_data(a.count, a.param, in, dy, dx); break;
     case ActivationKind::kElu: k::elu_bwd_data(a.count, a.param, in, dy, dx); break;
     case ActivationKind::kGelu: k::gelu_bwd_data(a.count, in, dy, dx); break;
+    case ActivationKind::kGeluTanh: k::gelu_tanh_bwd_data(a.count, in, dy, dx); break;
   }
 }
 
@@ -65,6 +67,7 @@ void activation_fwd_cuda(void** buffers, void* cl_arg) {
     case ActivationKind::kLeakyRelu: kc::leaky_relu_fwd(a.count, a.param, x, y, s); break;
     case ActivationKind::kElu: kc::elu_fwd(a.count, a.param, x, y, s); break;
     case ActivationKind::kGelu: kc::gelu_fwd(a.count, x, y, s); break;
+    case ActivationKind::kGeluTanh: kc::gelu_tanh_fwd(a.count, x, y, s); break;
   }
   DTNN_CUDA_CHECK(cudaGetLastError(), "activation_fwd");
 }
@@ -81,12 +84,13 @@ void activation_bwd_data_cuda(void** buffers, void* cl_arg) {
     case ActivationKind::kLeakyRelu: kc::leaky_relu_bwd_data(a.count, a.param, in, dy, dx, s); break;
     case ActivationKind::kElu: kc::elu_bwd_data(a.count, a.param, in, dy, dx, s); break;
     case ActivationKind::kGelu: kc::gelu_bwd_data(a.count, in, dy, dx, s); break;
+    case ActivationKind::kGeluTanh: kc::gelu_tanh_bwd_data(a.count, in, dy, dx, s); break;
   }
   DTNN_CUDA_CHECK(cudaGetLastError(), "activation_bwd_data");
 }
 #endif
 
-constexpr std::size_t kKinds = 5;
+constexpr std::size_t kKinds = 6;
 
 // Indexed by ActivationKind. Footprints from the data sizes: the cost does not depend on the parameter.
 std::array<runtime::Codelet, kKinds> cl_fwd{{
@@ -99,6 +103,8 @@ std::array<runtime::Codelet, kKinds> cl_fwd{{
     {"elu_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
      {STARPU_R, STARPU_W}, runtime::Footprint::kData},
     {"gelu_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
+     {STARPU_R, STARPU_W}, runtime::Footprint::kData},
+    {"gelu_tanh_fwd", runtime::guarded<activation_fwd_cpu>, DTNN_CUDA_FUNC(runtime::guarded<activation_fwd_cuda>),
      {STARPU_R, STARPU_W}, runtime::Footprint::kData},
 }};
 std::array<runtime::Codelet, kKinds> cl_bwd_data{{
@@ -115,6 +121,9 @@ std::array<runtime::Codelet, kKinds> cl_bwd_data{{
      DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
     {"gelu_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
+     DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
+     runtime::Footprint::kData},
+    {"gelu_tanh_bwd_data", runtime::guarded<activation_bwd_data_cpu>,
      DTNN_CUDA_FUNC(runtime::guarded<activation_bwd_data_cuda>), {STARPU_R, STARPU_R, STARPU_W},
      runtime::Footprint::kData},
 }};

@@ -17,4 +17,11 @@ void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor& b) {
   }
 }
 
+void check_dtype(const TaskTag& tag, const Tensor& t, DType expected, std::string_view what) {
+  if (t.dtype() != expected) {
+    throw InvalidArgument(fmt::format("{}: {} {} is {}, expected {}", tag.layer, what, to_string(t.shape()),
+                                      to_string(t.dtype()), to_string(expected)));
+  }
+}
+
 }  // namespace dtnn::codelets

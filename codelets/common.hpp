@@ -25,6 +25,8 @@ runtime::TaskInfo task_info(const TaskTag& tag, std::string_view pass, int tile,
 
 // Batch tensors passed to one per-tile task must share the tile's row range.
 void check_same_tiling(const TaskTag& tag, const Tensor& a, const Tensor& b);
+// A tensor a task reads or writes as `expected` (token ids as int32, values as float32); `what` names it.
+void check_dtype(const TaskTag& tag, const Tensor& t, DType expected, std::string_view what);
 
 // The float pointers of `count` consecutive buffers, for the codelets whose number of buffers varies from task to
 // task (sums and concatenations of up to STARPU_NMAXBUFS - 1 tensors); T is float or const float. Every other

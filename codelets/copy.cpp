@@ -14,14 +14,13 @@ namespace dtnn::codelets {
 namespace {
 
 void copy_cpu(void** buffers, void* cl_arg) {
-  std::memcpy(runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[0]),
-              runtime::vector_size(buffers[0]) * sizeof(float));
+  std::memcpy(runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[0]), runtime::vector_bytes(buffers[0]));
 }
 
 #ifdef DTNN_HAVE_CUDA
 void copy_cuda(void** buffers, void* cl_arg) {
   DTNN_CUDA_CHECK(cudaMemcpyAsync(runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[0]),
-                                  runtime::vector_size(buffers[0]) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                  runtime::vector_bytes(buffers[0]), cudaMemcpyDeviceToDevice,
                                   runtime::cuda::stream()),
                   "copy");
 }
@@ -36,9 +35,10 @@ runtime::Codelet cl_copy("copy", runtime::guarded<copy_cpu>, DTNN_CUDA_FUNC(runt
 
 void submit_copy(const TaskTag& tag, std::string_view pass, const Tensor& src, Tensor& dst, int tile) {
   check_same_tiling(tag, src, dst);
-  if (src.row_elements() != dst.row_elements()) {
-    throw InvalidArgument(fmt::format("{}: copy from {} to {}, expected the same size per sample", tag.layer,
-                                      to_string(src.shape()), to_string(dst.shape())));
+  if (src.row_elements() != dst.row_elements() || src.dtype() != dst.dtype()) {
+    throw InvalidArgument(fmt::format("{}: copy from {} {} to {} {}, expected the same size and type per sample",
+                                      tag.layer, to_string(src.dtype()), to_string(src.shape()),
+                                      to_string(dst.dtype()), to_string(dst.shape())));
   }
   std::string name;
   runtime::submit_task(cl_copy, task_info(tag, pass, tile, 0.0, name), {rd(src.tile(tile)), wr(dst.tile(tile))},

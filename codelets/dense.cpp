@@ -95,8 +95,13 @@ runtime::Codelet cl_dense_bwd_weights_nobias("dense_bwd_weights_nobias",
                                              DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda<Bias::kWithout>>),
                                              {STARPU_R, STARPU_R, STARPU_W});
 
+// The GEMM's rows: every position of every sample of the tile (Dense works on the last axis).
+int gemm_rows(const Tensor& x, std::int64_t in, int tile) {
+  return static_cast<int>(x.tile_range(tile).count * (x.row_elements() / in));
+}
+
 DenseArgs args_for(const Tensor& x_or_dx, const Tensor& w, int tile) {
-  return DenseArgs{static_cast<int>(x_or_dx.tile_range(tile).count), static_cast<int>(w.shape()[1]),
+  return DenseArgs{gemm_rows(x_or_dx, w.shape()[1], tile), static_cast<int>(w.shape()[1]),
                    static_cast<int>(w.shape()[0]), 0};
 }
 
@@ -125,7 +130,7 @@ void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w
 void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw_tiles,
                               Tensor* db_tiles, int tile) {
   check_same_tiling(tag, x, dy);
-  const DenseArgs a{static_cast<int>(x.tile_range(tile).count), static_cast<int>(dw_tiles.shape()[2]),
+  const DenseArgs a{gemm_rows(x, dw_tiles.shape()[2], tile), static_cast<int>(dw_tiles.shape()[2]),
                     static_cast<int>(dw_tiles.shape()[1]), 0};
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));

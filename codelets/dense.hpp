@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dense (fully connected) tasks: one per batch tile. Weights [out, in], bias [out] (optional).
+// Dense (fully connected) tasks: one per batch tile. Weights [out, in], bias [out] (optional). The GEMM runs on the
+// last axis: a sample of x holds row_elements / in rows (one per position of a sequence).
 #pragma once
 
 #include "codelets/common.hpp"

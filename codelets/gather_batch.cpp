@@ -66,6 +66,7 @@ runtime::Codelet cl_gather_batch("gather_batch", runtime::guarded<gather_batch_c
 void submit_gather_batch(const TaskTag& tag, const SampleSource& source, std::span<const std::int64_t> indices,
                          const Augmentation* augmentation, Tensor& x, Tensor& targets, int tile) {
   check_same_tiling(tag, x, targets);
+  check_dtype(tag, x, DType::kFloat32, "batch");
   const std::int64_t rows = x.tile_range(tile).count;
   if (static_cast<std::int64_t>(indices.size()) != rows || x.row_elements() != source.sample_elements ||
       targets.row_elements() != source.classes) {

@@ -23,7 +23,7 @@ enum class Precision { kFp32, kBf16, kBf16Emulated };
 
 const char* to_string(Precision p);
 
-enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu };
+enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu, kGeluTanh };
 
 struct ActivationSpec {
   ActivationKind kind = ActivationKind::kSigmoid;

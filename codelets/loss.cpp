@@ -45,6 +45,32 @@ runtime::Codelet cl_sigmoid_bce("sigmoid_bce_fwd_bwd", runtime::guarded<loss_cpu
                                 DTNN_CUDA_FUNC(runtime::guarded<loss_cuda<kernels::cuda::sigmoid_bce_fwd_bwd>>),
                                 {STARPU_R, STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 
+struct TokenXentArgs {
+  TokenXentParams params;
+  int n;
+  int classes;
+  float grad_scale;
+};
+
+// Buffers: logits, targets (int32), dlogits, stats.
+void token_xent_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TokenXentArgs>(cl_arg);
+  kernels::cpu::token_xent_fwd_bwd(a.n, a.classes, runtime::vector_ptr(buffers[0]),
+                                   runtime::vector_ptr_as<const std::int32_t>(buffers[1]), a.params, a.grad_scale,
+                                   runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
+}
+
+// By data sizes, as the other losses.
+runtime::Codelet cl_token_xent("token_xent_fwd_bwd", runtime::guarded<token_xent_cpu>,
+                               {STARPU_R, STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
+
+void check_stats(const TaskTag& tag, const Tensor& logits, const Tensor& stats) {
+  if (stats.tiles() != logits.tiles() || stats.row_elements() != kLossStats) {
+    throw InvalidArgument(fmt::format("{}: stats {} in {} tiles, expected [{}, {}]", tag.layer,
+                                      dtnn::to_string(stats.shape()), stats.tiles(), logits.tiles(), kLossStats));
+  }
+}
+
 }  // namespace
 
 const char* to_string(LossKind k) {
@@ -55,15 +81,45 @@ void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits
                          float grad_scale, Tensor& dlogits, Tensor& stats, int tile) {
   check_same_tiling(tag, logits, targets);
   check_same_tiling(tag, logits, dlogits);
-  if (stats.tiles() != logits.tiles() || stats.row_elements() != kLossStats) {
-    throw InvalidArgument(fmt::format("{}: stats {} in {} tiles, expected [{}, {}]", tag.layer, dtnn::to_string(stats.shape()),
-                                      stats.tiles(), logits.tiles(), kLossStats));
-  }
-  const LossArgs a{static_cast<int>(logits.tile_range(tile).count), static_cast<int>(logits.row_elements()),
-                   grad_scale};
+  check_stats(tag, logits, stats);
+  check_dtype(tag, logits, DType::kFloat32, "logits");
+  check_dtype(tag, targets, DType::kFloat32, "targets");
+  // Over the last axis: a sample of sequence logits (S, V) is S rows of V classes.
+  const std::int64_t classes = logits.shape().back();
+  const LossArgs a{static_cast<int>(logits.tile_range(tile).count * (logits.row_elements() / classes)),
+                   static_cast<int>(classes), grad_scale};
   std::string name;
   runtime::submit_task(kind == LossKind::kCategoricalCrossEntropy ? cl_softmax_xent : cl_sigmoid_bce,
                        task_info(tag, "fwd_bwd", tile, 5.0 * a.n * a.classes, name),
+                       {rd(logits.tile(tile)), rd(targets.tile(tile)), wr(dlogits.tile(tile)), wr(stats.tile(tile))},
+                       a);
+}
+
+void submit_token_xent_fwd_bwd(const TaskTag& tag, const TokenXentParams& params, const Tensor& logits,
+                               const Tensor& targets, float grad_scale, Tensor& dlogits, Tensor& stats, int tile) {
+  check_same_tiling(tag, logits, targets);
+  check_same_tiling(tag, logits, dlogits);
+  check_stats(tag, logits, stats);
+  check_dtype(tag, logits, DType::kFloat32, "logits");
+  check_dtype(tag, dlogits, DType::kFloat32, "logits' gradient");
+  check_dtype(tag, targets, DType::kInt32, "targets");
+  const std::int64_t classes = logits.shape().back();
+  const std::int64_t positions = logits.row_elements() / classes;
+  if (logits.shape().size() < 2 || targets.row_elements() != positions || dlogits.shape() != logits.shape()) {
+    throw InvalidArgument(fmt::format("{}: token cross-entropy of logits {} against targets {}, expected one target "
+                                      "per position of the logits' last axis ({} per sample) and a gradient {}",
+                                      tag.layer, dtnn::to_string(logits.shape()), dtnn::to_string(targets.shape()),
+                                      positions, dtnn::to_string(logits.shape())));
+  }
+  // Written so that NaN fails too.
+  if (!(params.label_smoothing >= 0.0f && params.label_smoothing <= 1.0f)) {
+    throw InvalidArgument(fmt::format("{}: label_smoothing={}, expected 0 <= label_smoothing <= 1", tag.layer,
+                                      params.label_smoothing));
+  }
+  const TokenXentArgs a{params, static_cast<int>(logits.tile_range(tile).count * positions),
+                        static_cast<int>(classes), grad_scale};
+  std::string name;
+  runtime::submit_task(cl_token_xent, task_info(tag, "fwd_bwd", tile, 5.0 * a.n * a.classes, name),
                        {rd(logits.tile(tile)), rd(targets.tile(tile)), wr(dlogits.tile(tile)), wr(stats.tile(tile))},
                        a);
 }

@@ -72,4 +72,12 @@ struct DropoutParams {
   float scale = 1.0f;           // 1 / (1 - rate)
 };
 
+// Cross-entropy of token logits against int32 target ids (PyTorch's CrossEntropyLoss with class indices): a row
+// whose target is ignore_index adds nothing and gets a zero gradient; the others are scored against
+// (1 - label_smoothing) on their target plus label_smoothing / classes on every class.
+struct TokenXentParams {
+  std::int32_t ignore_index = -100;
+  float label_smoothing = 0.0f;
+};
+
 }  // namespace dtnn

@@ -86,4 +86,15 @@ struct ShortcutPadShape {
   [[nodiscard]] int out_w() const { return (w + stride - 1) / stride; }
 };
 
+// Scaled dot-product attention of one batch tile: each sample is [seq, 3 * embed] with the heads' queries, keys
+// and values side by side (q = columns [0, E), k = [E, 2E), v = [2E, 3E); head h holds columns [h d, (h + 1) d) of
+// each, d = head_dim), as nn.MultiheadAttention's packed in_proj gives them.
+struct AttentionShape {
+  int seq = 0;
+  int heads = 0;
+  int head_dim = 0;
+  int causal = 0;      // 1: position r attends to positions <= r only
+  float scale = 1.0f;  // multiplies q k^T: 1 / sqrt(head_dim)
+};
+
 }  // namespace dtnn

@@ -53,18 +53,42 @@ ELU::ELU(ELUOptions o) : ElementwiseActivation({codelets::ActivationKind::kElu, 
 
 std::string ELU::describe() const { return fmt::format("alpha {:g}", options_.alpha_); }
 
+namespace {
+
+codelets::ActivationKind gelu_kind(const GELUOptions& o) {
+  if (o.approximate_ == "none") return codelets::ActivationKind::kGelu;
+  if (o.approximate_ == "tanh") return codelets::ActivationKind::kGeluTanh;
+  throw InvalidArgument(fmt::format("GELU: approximate='{}', expected 'none' or 'tanh'", o.approximate_));
+}
+
+}  // namespace
+
+GELU::GELU(GELUOptions o) : ElementwiseActivation({gelu_kind(o), 0.0f}), options_(std::move(o)) {}
+
+// The exact one keeps the words the model summaries (and the data-parallel ranks' hash of them) always had.
+std::string GELU::describe() const { return options_.approximate_ == "tanh" ? "tanh approximation" : "exact (erf)"; }
+
+std::string Softmax::describe() const { return fmt::format("dim {}", options_.dim_); }
+
 Shape Softmax::build(const Shape& in) {
-  if (in.empty() || numel(in) < 1 || in[0] > std::numeric_limits<int>::max()) {
-    throw InvalidArgument(fmt::format("Softmax {}: input {}, expected (F) or (C, ...) with at least one value",
-                                      name(), to_string(in)));
+  const auto rank = static_cast<int>(in.size());
+  // Batch dimensions: 0 is the batch, 1..rank the sample's; -1 the last.
+  const int dim = options_.dim_ < 0 ? rank + 1 + options_.dim_ : options_.dim_;
+  if (in.empty() || numel(in) < 1 || dim < 1 || dim > rank ||
+      in[static_cast<std::size_t>(dim - 1)] > std::numeric_limits<int>::max()) {
+    throw InvalidArgument(fmt::format("Softmax {}: input {}, expected (F) or (C, ...) with at least one value and "
+                                      "dim={} a dimension of the sample: 1..{} or -{}..-1",
+                                      name(), to_string(in), options_.dim_, rank, rank));
   }
-  channels_ = static_cast<int>(in[0]);
+  outer_ = 1;
+  for (int d = 0; d < dim - 1; ++d) outer_ *= in[static_cast<std::size_t>(d)];
+  channels_ = static_cast<int>(in[static_cast<std::size_t>(dim - 1)]);
   return record_shapes(in, in);
 }
 
 void Softmax::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_softmax_fwd({name(), ctx.priority}, channels_, x, y, t);
+    codelets::submit_softmax_fwd({name(), ctx.priority}, codelets::SoftmaxAxis{outer_, channels_}, x, y, t);
   }
 }
 
@@ -73,7 +97,8 @@ void Softmax::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tenso
     return;
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_softmax_bwd_data({name(), ctx.priority + 1}, channels_, y, dy, *dx, t);
+    codelets::submit_softmax_bwd_data({name(), ctx.priority + 1}, codelets::SoftmaxAxis{outer_, channels_}, y, dy,
+                                        *dx, t);
   }
 }
 

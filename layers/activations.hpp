@@ -3,6 +3,9 @@
 // the channels. Element-wise ones accept any per-sample shape.
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "codelets/kinds.hpp"
 #include "layers/layer.hpp"
 
@@ -69,26 +72,47 @@ class ELU : public ElementwiseActivation {
   ELUOptions options_;
 };
 
-// Exact GELU, x * Phi(x) with the normal CDF through erf (PyTorch's default; not the tanh approximation).
-class GELU : public ElementwiseActivation {
- public:
-  GELU() : ElementwiseActivation({codelets::ActivationKind::kGelu, 0.0f}) {}
-  [[nodiscard]] std::string type() const override { return "GELU"; }
-  [[nodiscard]] std::string describe() const override { return "exact (erf)"; }
+struct GELUOptions {
+  // PyTorch's approximate: "none" (the exact GELU) or "tanh".
+  GELUOptions& approximate(std::string a) { approximate_ = std::move(a); return *this; }
+  std::string approximate_ = "none";
 };
 
-// Softmax over the first per-sample dimension (PyTorch's dim=1): the features of an (N, F) input, the channels
-// of an (N, C, H, W) one at every position. Backward is the full Jacobian-vector product,
-// dx = y * (dy - sum(dy * y)). For classification losses the fused softmax + cross-entropy is more accurate.
+// GELU as PyTorch's nn.GELU(approximate): exact, x * Phi(x) with the normal CDF through erf (the default), or the
+// tanh approximation 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) of GPT-2.
+class GELU : public ElementwiseActivation {
+ public:
+  explicit GELU(GELUOptions options = GELUOptions());
+  [[nodiscard]] std::string type() const override { return "GELU"; }
+  [[nodiscard]] std::string describe() const override;
+  [[nodiscard]] const GELUOptions& options() const { return options_; }
+
+ private:
+  GELUOptions options_;
+};
+
+struct SoftmaxOptions {
+  // The dimension of the batch tensor (PyTorch's dim): 1 (default) is the first per-sample one, the features of an
+  // (N, F) input and the channels of an (N, C, H, W) one; -1 the last, the vocabulary of (N, S, V) logits.
+  SoftmaxOptions& dim(int d) { dim_ = d; return *this; }
+  int dim_ = 1;
+};
+
+// Softmax over one dimension at every other position (PyTorch's nn.Softmax(dim)). Backward is the full
+// Jacobian-vector product, dx = y * (dy - sum(dy * y)). For classification losses the fused softmax +
+// cross-entropy is more accurate.
 class Softmax : public Layer {
  public:
+  explicit Softmax(SoftmaxOptions options = SoftmaxOptions()) : options_(options) {}
   [[nodiscard]] std::string type() const override { return "Softmax"; }
-  [[nodiscard]] std::string describe() const override { return "dim 1"; }
+  [[nodiscard]] std::string describe() const override;
   Shape build(const Shape& sample_input) override;
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
 
  private:
+  SoftmaxOptions options_;
+  std::int64_t outer_ = 1;
   int channels_ = 0;
 };
 

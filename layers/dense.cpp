@@ -30,15 +30,20 @@ int Dense::fuse_relu() {
 }
 
 Shape Dense::build(const Shape& in) {
-  if (numel(in) != options_.in_) {
-    throw InvalidArgument(fmt::format("Dense {}: input {} has {} values per sample, expected in_features={}", name(),
-                                      to_string(in), numel(in), options_.in_));
+  Shape out{options_.out_};
+  if (in.size() > 1 && in.back() == options_.in_) {
+    out = Shape(in.begin(), in.end() - 1);
+    out.push_back(options_.out_);
+  } else if (numel(in) != options_.in_) {
+    throw InvalidArgument(fmt::format("Dense {}: input {} has {} values per sample, expected in_features={} (on "
+                                      "the last axis, or in all)",
+                                      name(), to_string(in), numel(in), options_.in_));
   }
   weight_ = &add_parameter("weight", {options_.out_, options_.in_});
   if (options_.bias_) {
     bias_ = &add_parameter("bias", {options_.out_});
   }
-  return record_shapes(in, {options_.out_});
+  return record_shapes(in, out);
 }
 
 void Dense::reset_parameters(Rng& rng) {

@@ -20,8 +20,10 @@ struct DenseOptions {
   init::Init init_ = init::Init::kPyTorchDefault;
 };
 
-// y = x W^T + b with W [out, in] (PyTorch's Linear). Any input of in_features values per sample is accepted
-// (a [C, H, W] input is read as flattened).
+// y = x W^T + b with W [out, in] (PyTorch's Linear), on the last axis: a (..., in_features) sample gives
+// (..., out_features), each position of a sequence (S, E) through the same weights. A sample whose last axis is
+// not in_features but which holds in_features values in all (a (C, H, W) feature map) is read as flattened and
+// gives (out_features), as before there was a Flatten.
 class Dense : public Layer {
  public:
   explicit Dense(DenseOptions options);

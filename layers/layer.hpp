@@ -70,6 +70,9 @@ class Layer {
   // Checks the per-sample input shape (no batch dimension), creates the parameters and returns the per-sample
   // output shape. Throws InvalidArgument naming the layer when the input does not fit.
   virtual Shape build(const Shape& sample_input) = 0;
+  // The element type of the layer's input: float32 values, or int32 token ids (Embedding), which only the first
+  // layer of a model may take (Sequential::build checks).
+  [[nodiscard]] virtual DType input_dtype() const { return DType::kFloat32; }
   [[nodiscard]] const Shape& input_shape() const { return input_shape_; }
   [[nodiscard]] const Shape& output_shape() const { return output_shape_; }
 

@@ -44,6 +44,13 @@ void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
   input_shape_ = sample_input;
   Shape shape = sample_input;
   Rng rng(seed);
+  for (std::size_t i = 1; i < layers_.size(); ++i) {
+    if (layers_[i]->input_dtype() != DType::kFloat32) {
+      throw InvalidArgument(fmt::format("Sequential: layer {} ({}) takes {} input, expected it first (only the "
+                                        "model's input holds token ids)",
+                                        layers_[i]->name(), layers_[i]->type(), to_string(layers_[i]->input_dtype())));
+    }
+  }
   for (auto& layer : layers_) {
     shape = layer->build(shape);
     layer->reset_parameters(rng);
@@ -161,7 +168,7 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
   auto materialised = [this](std::size_t i) { return i + 1 == layers_.size() || !layers_[i + 1]->absorbed(); };
   auto storage_of = [&](std::size_t i) { return i + 1 == layers_.size() ? Storage::kOwned : storage; };
   acts.clear();
-  acts.emplace_back(batch_shape(input_shape_), tiles);
+  acts.emplace_back(batch_shape(input_shape_), TensorOptions().tiles(tiles).dtype(layers_.front()->input_dtype()));
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (materialised(i)) {
       acts.emplace_back(batch_shape(layers_[i]->output_shape()), tiles, storage_of(i));

@@ -154,8 +154,11 @@ void TrainStep::submit(StepSlot& s, const StepBatch& b) {
                                             b.data->height, b.data->width};
   submit_batch_load(s, *b.data, b.indices, options_.label_smoothing_, augmenting ? &augmentation : nullptr);
   model_.forward(s.acts, ctx);
-  // Scaled by the global batch, so that the sum over ranks is the mean gradient of the global batch.
-  submit_batch_loss(s, options_.loss_, 1.0f / static_cast<float>(b.global_rows), s.grads.back());
+  // Scaled by the global batch's rows (samples x positions of the logits' last axis), so that the sum over ranks is
+  // the mean gradient of the global batch.
+  const Shape& out = model_.output_shape();
+  const std::int64_t positions = numel(out) / out.back();
+  submit_batch_loss(s, options_.loss_, 1.0f / static_cast<float>(b.global_rows * positions), s.grads.back());
   submit_backward(s, ctx);
   s.pending = 1;
 }

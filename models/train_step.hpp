@@ -61,7 +61,8 @@ struct StepStats {
   std::int64_t rows = 0;
 
   StepStats& operator+=(const StepStats& o);
-  [[nodiscard]] double mean(LossStat k) const { return sums[k] / static_cast<double>(rows); }
+  // Per counted row (kCounted: a sample of a classifier, a target token of a sequence model).
+  [[nodiscard]] double mean(LossStat k) const { return sums[k] / sums[kCounted]; }
   // Over every rank of the world (the driver's communicator).
   void sum_over_ranks(const runtime::Mpi* mpi, const std::string& what);
 };

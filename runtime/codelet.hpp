@@ -106,6 +106,14 @@ const Args& task_args(void* cl_arg) {
 }
 
 inline float* vector_ptr(void* buffer) { return reinterpret_cast<float*>(STARPU_VECTOR_GET_PTR(buffer)); }
+// A buffer of another element type (core/dtype.hpp): vector_ptr_as<std::int32_t>(buffers[0]) for token ids.
+template <class T>
+T* vector_ptr_as(void* buffer) {
+  return reinterpret_cast<T*>(STARPU_VECTOR_GET_PTR(buffer));
+}
 inline std::size_t vector_size(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
+inline std::size_t vector_bytes(void* buffer) {
+  return STARPU_VECTOR_GET_NX(buffer) * STARPU_VECTOR_GET_ELEMSIZE(buffer);
+}
 
 }  // namespace dtnn::runtime

@@ -150,7 +150,7 @@ void SimulatedNetwork::sum(const std::vector<Tensor*>& tensors, const std::strin
   double bytes = 0.0;
   for (Tensor* t : tensors) {
     for (int i = 0; i < t->tiles(); ++i) handles.push_back(t->tile(i));
-    bytes += static_cast<double>(t->numel()) * sizeof(float);
+    bytes += static_cast<double>(t->bytes());
   }
   const double seconds = model_.allreduce_seconds(bytes);
   if (model_.on_cores) {

@@ -61,7 +61,13 @@ std::vector<TileRange> split_rows(std::int64_t n, int tiles) {
   return ranges;
 }
 
-Tensor::Tensor(Shape shape, int tiles, Storage storage) : shape_(std::move(shape)) {
+Tensor::Tensor(Shape shape, int tiles, Storage storage)
+    : Tensor(std::move(shape), TensorOptions().tiles(tiles).storage(storage)) {}
+
+Tensor::Tensor(Shape shape, const TensorOptions& options) : shape_(std::move(shape)), dtype_(options.dtype_) {
+  const int tiles = options.tiles_;
+  const Storage storage = options.storage_;
+  const std::size_t elem = dtype_size(dtype_);
   if (shape_.empty()) {
     throw InvalidArgument("Tensor: empty shape, expected at least one dimension");
   }
@@ -78,14 +84,14 @@ Tensor::Tensor(Shape shape, int tiles, Storage storage) : shape_(std::move(shape
     // No home node (-1): StarPU allocates a tile where a task first writes it, and frees it on invalidation.
     for (const TileRange& r : ranges_) {
       starpu_data_handle_t h = nullptr;
-      starpu_vector_data_register(&h, -1, 0, static_cast<uint32_t>(r.count * row), sizeof(float));
+      starpu_vector_data_register(&h, -1, 0, static_cast<uint32_t>(r.count * row), elem);
       handles_.push_back(h);
     }
     return;
   }
   // 64-byte alignment: full cache lines and AVX-512 loads for every tile that starts on a row boundary.
-  const std::size_t bytes = (static_cast<std::size_t>(numel_) * sizeof(float) + 63) / 64 * 64;
-  data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+  const std::size_t bytes = (static_cast<std::size_t>(numel_) * elem + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, bytes);
   if (data_ == nullptr) {
     throw std::bad_alloc();
   }
@@ -96,8 +102,9 @@ Tensor::Tensor(Shape shape, int tiles, Storage storage) : shape_(std::move(shape
   }
   for (const TileRange& r : ranges_) {
     starpu_data_handle_t h = nullptr;
-    starpu_vector_data_register(&h, STARPU_MAIN_RAM, reinterpret_cast<uintptr_t>(data_ + r.begin * row),
-                                static_cast<uint32_t>(r.count * row), sizeof(float));
+    starpu_vector_data_register(&h, STARPU_MAIN_RAM,
+                                reinterpret_cast<uintptr_t>(static_cast<char*>(data_) + r.begin * row * elem),
+                                static_cast<uint32_t>(r.count * row), elem);
     handles_.push_back(h);
   }
 }
@@ -106,6 +113,7 @@ Tensor::~Tensor() { release(); }
 
 Tensor::Tensor(Tensor&& other) noexcept
     : shape_(std::move(other.shape_)),
+      dtype_(other.dtype_),
       numel_(std::exchange(other.numel_, 0)),
       data_(std::exchange(other.data_, nullptr)),
       pinned_bytes_(std::exchange(other.pinned_bytes_, 0)),
@@ -116,6 +124,7 @@ Tensor& Tensor::operator=(Tensor&& other) noexcept {
   if (this != &other) {
     release();
     shape_ = std::move(other.shape_);
+    dtype_ = other.dtype_;
     numel_ = std::exchange(other.numel_, 0);
     data_ = std::exchange(other.data_, nullptr);
     pinned_bytes_ = std::exchange(other.pinned_bytes_, 0);
@@ -165,7 +174,7 @@ starpu_data_handle_t Tensor::handle() const {
 }
 
 Tensor::HostAccess::HostAccess(const Tensor& t, HostMode mode)
-    : tensor_(&t), ptr_(t.data_), count_(t.numel_) {
+    : tensor_(&t), ptr_(t.data_), count_(t.numel_), dtype_(t.dtype_) {
   if (!t.defined()) {
     throw InvalidArgument("Tensor: host access to an undefined tensor");
   }
@@ -181,8 +190,13 @@ Tensor::HostAccess::HostAccess(const Tensor& t, HostMode mode)
     }
   }
   if (t.data_ == nullptr) {
-    ptr_ = reinterpret_cast<float*>(starpu_data_get_local_ptr(t.handles_[0]));
+    ptr_ = starpu_data_get_local_ptr(t.handles_[0]);
   }
+}
+
+void Tensor::HostAccess::wrong_dtype(DType asked) const {
+  throw InvalidArgument(fmt::format("Tensor {}: host access as {}, expected its element type {}",
+                                    to_string(tensor_->shape_), to_string(asked), to_string(dtype_)));
 }
 
 Tensor::HostAccess::~HostAccess() {
@@ -191,18 +205,10 @@ Tensor::HostAccess::~HostAccess() {
   }
 }
 
-std::vector<float> Tensor::to_vector() const {
-  auto access = read();
-  return {access.data().begin(), access.data().end()};
-}
-
-void Tensor::copy_from(std::span<const float> values) {
-  if (static_cast<std::int64_t>(values.size()) != numel_) {
-    throw InvalidArgument(fmt::format("Tensor {}: copy_from {} values, expected {}", to_string(shape_),
-                                      values.size(), numel_));
+void Tensor::check_count(std::size_t count, const char* what) const {
+  if (static_cast<std::int64_t>(count) != numel_) {
+    throw InvalidArgument(fmt::format("Tensor {}: {} {} values, expected {}", to_string(shape_), what, count, numel_));
   }
-  auto access = write();
-  std::copy(values.begin(), values.end(), access.data().begin());
 }
 
 void Tensor::fill(float value) {

@@ -69,6 +69,14 @@ void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* 
 void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
                          float* dlogits, float* stats);
 
+// Softmax + cross-entropy against token ids (core/params.hpp, TokenXentParams): logits, dlogits [n, classes],
+// targets [n] int32. A counted row's loss is -sum_j t_j log softmax(z)_j with t its smoothed target distribution;
+// dlogits = (softmax(logits) - t) * grad_scale (1 / the counted rows of the global batch, for PyTorch's mean),
+// 0 on an ignored row. stats[kCounted] = the counted rows, the other stats their sums. A target outside
+// [0, classes) that is not ignore_index throws DataError naming the row (dlogits are then unspecified).
+void token_xent_fwd_bwd(int n, int classes, const float* logits, const std::int32_t* targets,
+                        const TokenXentParams& p, float grad_scale, float* dlogits, float* stats);
+
 // ---- Channel concatenation (graph containers) ----
 // y[i] = concat over parts p of part[p][i] for each of n samples; part p has part_elems[p] values per sample
 // (its C_p * H * W). split is the inverse: part[p][i] = the matching slice of y[i].

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU kernels of the layers that VGG, ResNet, DenseNet and Inception need besides convolution: average pooling,
-// batch normalisation, dropout, element-wise activations and softmax. The rules of kernels.hpp hold: plain
-// functions on raw fp32 NCHW buffers, no StarPU, single-threaded, deterministic, outputs overwritten.
+// batch normalisation, dropout, element-wise activations and softmax, and those of sequence models: layer
+// normalisation and embeddings. The rules of kernels.hpp hold: plain functions on raw fp32 NCHW buffers (int32
+// for token ids), no StarPU, single-threaded, deterministic, outputs overwritten.
 // A "plane" is H*W of an NCHW tensor; per-feature tensors (N, C) use plane = 1.
 #pragma once
 
@@ -122,6 +123,53 @@ void elu_bwd_data(std::size_t count, float alpha, const float* x, const float* d
 void gelu_fwd(std::size_t count, const float* x, float* y);
 // dx = dy * (Phi(x) + x * phi(x))
 void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx);
+// PyTorch's GELU(approximate='tanh'): y = 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); backward from x.
+void gelu_tanh_fwd(std::size_t count, const float* x, float* y);
+void gelu_tanh_bwd_data(std::size_t count, const float* x, const float* dy, float* dx);
+
+// ---- Layer normalisation over the last axis (rows of `width` values) ----
+// Per row: mean and biased variance accumulated in double (two passes), rstd = 1 / sqrt(var + eps);
+// y = (x - mean) * rstd * w + b, or without w and b (both null) no affine transform. stats[2 i] = mean,
+// stats[2 i + 1] = rstd of row i, for the backward passes.
+void layer_norm_fwd(int rows, int width, float eps, const float* x, const float* w, const float* b, float* y,
+                    float* stats);
+// g = dy * w (dy when w is null), xhat = (x - mean) * rstd:
+// dx = rstd * (g - mean over the row of g - xhat * mean over the row of g * xhat).
+void layer_norm_bwd_data(int rows, int width, const float* x, const float* stats, const float* w, const float* dy,
+                         float* dx);
+// dw[j] += dy * xhat and db[j] += dy for each row in row order, onto zeros when accumulate == 0 or onto dw and db
+// as they are otherwise: tiles accumulated one after another add every row of the batch in one order.
+void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, int accumulate,
+                            float* dw, float* db);
+
+// ---- Embedding: rows of a [num, dim] table picked by int32 ids ----
+// y[i] = w[ids[i]] for the `rows` ids; an id outside [0, num) throws DataError naming it and its row.
+void embedding_fwd(int rows, int dim, int num, const std::int32_t* ids, const float* w, float* y);
+// dw[ids[i]] += dy[i] for i = 0, 1, ..., rows - 1 in that order, onto zeros when accumulate == 0 or onto dw as
+// it is otherwise, skipping the ids equal to padding_idx (-1: none), whose row gets no gradient (PyTorch's
+// padding_idx).
+void embedding_bwd_weights(int rows, int dim, int num, int padding_idx, const std::int32_t* ids, const float* dy,
+                           int accumulate, float* dw);
+
+// ---- Positional encodings: a [max_len, dim] table added to the positions of (seq, dim) samples ----
+// y[i, s, :] = x[i, s, :] + table[s, :] for the n samples.
+void positional_add_fwd(int n, int seq, int dim, const float* x, const float* table, float* y);
+// dw[s, :] += dy[i, s, :] for the n samples in order, onto zeros (the whole [max_len, dim] table, rows past seq
+// included) when accumulate == 0 or onto dw as it is otherwise.
+void positional_bwd_weights(int n, int seq, int dim, int max_len, const float* dy, int accumulate, float* dw);
+
+// ---- Scaled dot-product attention (core/shapes.hpp, AttentionShape), n samples of one tile ----
+// Per sample and head: probs = softmax(scale * q k^T) over the keys (causal: keys after the query get probability
+// 0), ctx = dropout(probs) v. qkv [n, seq, 3E]; probs [n, heads, seq, seq] (kept for backward, before dropout);
+// ctx [n, seq, E]. drop (null: none) drops probability (h, r, c) of sample first_row + i by dropout_draw's element
+// (h seq + r) seq + c, so that neither the tile count nor the pass (backward draws it again) changes a mask.
+void attention_fwd(const AttentionShape& a, int n, std::int64_t first_row, const DropoutParams* drop,
+                   const float* qkv, float* probs, float* ctx);
+// From dctx [n, seq, E], with m the dropout's scale-or-0 mask (1 without dropout): dv = (probs m)^T dctx,
+// dp = (dctx v^T) m, ds = probs * (dp - rowsum(dp * probs)) * scale, dq = ds k, dk = ds^T q, written side by side
+// into dqkv [n, seq, 3E] (overwritten).
+void attention_bwd_data(const AttentionShape& a, int n, std::int64_t first_row, const DropoutParams* drop,
+                        const float* qkv, const float* probs, const float* dctx, float* dqkv);
 
 // ---- Softmax over the channels of x[n, c, plane] (PyTorch's dim=1; plane = 1 for (N, F) inputs) ----
 void softmax_fwd(int n, int c, std::size_t plane, const float* x, float* y);

@@ -10,6 +10,8 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kGeluCubic = 0.044715f;
 
 // Not fusable: gelu_bwd_data adds x * pdf to it.
 __device__ inline float normal_cdf(float x) { return __fmul_rn(0.5f, erfcf(-x * kInvSqrt2)); }
@@ -91,6 +93,23 @@ __global__ void gelu_bwd_data_kernel(std::size_t count, const float* __restrict_
   }
 }
 
+__global__ void gelu_tanh_fwd_kernel(std::size_t count, const float* __restrict__ x, float* __restrict__ y) {
+  DTNN_GRID_STRIDE(i, count) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+  }
+}
+
+__global__ void gelu_tanh_bwd_data_kernel(std::size_t count, const float* __restrict__ x,
+                                          const float* __restrict__ dy, float* __restrict__ dx) {
+  DTNN_GRID_STRIDE(i, count) {
+    const float v = x[i];
+    const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
+    const float inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * inner);
+  }
+}
+
 }  // namespace
 
 void sigmoid_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream) {
@@ -142,6 +161,16 @@ void gelu_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream) 
 void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx, cudaStream_t stream) {
   if (count == 0) return;
   gelu_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, x, dy, dx);
+}
+
+void gelu_tanh_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream) {
+  if (count == 0) return;
+  gelu_tanh_fwd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, x, y);
+}
+
+void gelu_tanh_bwd_data(std::size_t count, const float* x, const float* dy, float* dx, cudaStream_t stream) {
+  if (count == 0) return;
+  gelu_tanh_bwd_data_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, x, dy, dx);
 }
 
 }  // namespace dtnn::kernels::cuda

@@ -24,5 +24,8 @@ void elu_bwd_data(std::size_t count, float alpha, const float* x, const float* d
 // Exact GELU, x * Phi(x) with Phi through erfc.
 void gelu_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream);
 void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx, cudaStream_t stream);
+// GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+void gelu_tanh_fwd(std::size_t count, const float* x, float* y, cudaStream_t stream);
+void gelu_tanh_bwd_data(std::size_t count, const float* x, const float* dy, float* dx, cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda

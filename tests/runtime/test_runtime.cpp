@@ -18,6 +18,7 @@
 #include "runtime/failure.hpp"
 #include "runtime/tensor.hpp"
 #include "runtime/trace.hpp"
+#include "support/throws_with.hpp"
 
 namespace dtnn {
 namespace {
@@ -78,6 +79,31 @@ TEST(TensorTest, MoveTransfersOwnership) {
   Tensor c({3});
   c = std::move(b);
   EXPECT_EQ(c.numel(), 4);
+}
+
+// Token ids are int32 tensors: 4-byte elements in the tiles' handles, host access only as their own type.
+TEST(TensorTest, Int32TensorsHoldTokenIdsAndRefuseAFloatView) {
+  Tensor t({5, 3}, TensorOptions().dtype(DType::kInt32).tiles(2));
+  EXPECT_EQ(t.dtype(), DType::kInt32);
+  EXPECT_EQ(t.bytes(), 60);
+  EXPECT_EQ(starpu_vector_get_elemsize(t.tile(1)), sizeof(std::int32_t));
+  EXPECT_EQ(starpu_vector_get_nx(t.tile(1)), 6u);
+  std::vector<std::int32_t> ids(15);
+  for (int i = 0; i < 15; ++i) ids[static_cast<std::size_t>(i)] = 100000 + i;
+  t.copy_from_values<std::int32_t>(ids);
+  EXPECT_EQ(t.values_as<std::int32_t>(), ids);
+  // The second tile starts at row 3, 4 bytes an element.
+  EXPECT_EQ(reinterpret_cast<const std::int32_t*>(starpu_vector_get_local_ptr(t.tile(1)))[0], 100009);
+  EXPECT_TRUE(test_support::throws_with<InvalidArgument>(
+      [&] { (void)t.to_vector(); }, {"Tensor (5, 3): host access as float32, expected its element type int32"}));
+  EXPECT_TRUE(test_support::throws_with<InvalidArgument>([&] { t.fill(1.0f); }, {"host access as float32"}));
+  Tensor f({2});
+  EXPECT_EQ(f.dtype(), DType::kFloat32);
+  EXPECT_TRUE(test_support::throws_with<InvalidArgument>(
+      [&] { (void)f.values_as<std::int32_t>(); }, {"host access as int32, expected its element type float32"}));
+  Tensor moved = std::move(t);
+  EXPECT_EQ(moved.dtype(), DType::kInt32);
+  EXPECT_EQ(moved.values_as<std::int32_t>()[14], 100014);
 }
 
 TEST(TensorTest, RejectsBadShapes) {

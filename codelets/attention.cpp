@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "codelets/attention.hpp"
+
+#include <fmt/format.h>
+
+#include "codelets/cpu/nn_kernels.hpp"
+#include "runtime/failure.hpp"
+
+namespace dtnn::codelets {
+namespace {
+
+struct AttentionArgs {
+  AttentionShape shape;
+  DropoutParams drop;
+  std::int64_t first_row;  // the tile's first sample in the batch: the dropout masks' row
+  int n;                   // the tile's samples
+  int dropout;             // 0: no attention dropout
+};
+
+// Buffers: qkv, probs, ctx.
+void attention_fwd_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
+  kernels::cpu::attention_fwd(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
+                              runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                              runtime::vector_ptr(buffers[2]));
+}
+
+// Buffers: qkv, probs, dctx, dqkv.
+void attention_bwd_data_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
+  kernels::cpu::attention_bwd_data(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
+                                   runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                   runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
+}
+
+// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers. Footprints from the data
+// sizes only: the arguments carry the step, which would make every task a new history.
+runtime::Codelet cl_attention_fwd("attention_fwd", runtime::guarded<attention_fwd_cpu>,
+                                  {STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
+runtime::Codelet cl_attention_bwd_data("attention_bwd_data", runtime::guarded<attention_bwd_data_cpu>,
+                                       {STARPU_R, STARPU_R, STARPU_R, STARPU_W}, runtime::Footprint::kData);
+
+AttentionArgs args_for(const AttentionShape& a, const DropoutDraw* drop, const Tensor& qkv, int tile) {
+  const TileRange r = qkv.tile_range(tile);
+  const DropoutParams params =
+      drop != nullptr ? kernels::cpu::dropout_params(drop->seed, drop->step, drop->rate) : DropoutParams{};
+  return AttentionArgs{a, params, r.begin, static_cast<int>(r.count), drop != nullptr ? 1 : 0};
+}
+
+void check_shapes(const TaskTag& tag, const AttentionShape& a, const Tensor& qkv, const Tensor& probs,
+                  const Tensor& ctx) {
+  const std::int64_t s = a.seq;
+  const std::int64_t e = static_cast<std::int64_t>(a.heads) * a.head_dim;
+  if (qkv.row_elements() != s * 3 * e || probs.row_elements() != a.heads * s * s || ctx.row_elements() != s * e) {
+    throw InvalidArgument(fmt::format("{}: attention of {} heads of {} over {} positions with qkv {}, "
+                                      "probabilities {} and context {}, expected ({}, {}), ({}, {}, {}) and ({}, {})",
+                                      tag.layer, a.heads, a.head_dim, a.seq, to_string(qkv.shape()),
+                                      to_string(probs.shape()), to_string(ctx.shape()), s, 3 * e, a.heads, s, s, s,
+                                      e));
+  }
+  check_same_tiling(tag, qkv, probs);
+  check_same_tiling(tag, qkv, ctx);
+}
+
+double flops(const AttentionShape& a, std::int64_t n) {
+  return 4.0 * static_cast<double>(n) * a.heads * a.seq * a.seq * a.head_dim;
+}
+
+}  // namespace
+
+void submit_attention_fwd(const TaskTag& tag, const AttentionShape& a, const DropoutDraw* drop, const Tensor& qkv,
+                          Tensor& probs, Tensor& ctx, int tile) {
+  check_shapes(tag, a, qkv, probs, ctx);
+  const AttentionArgs args = args_for(a, drop, qkv, tile);
+  std::string name;
+  runtime::submit_task(cl_attention_fwd, task_info(tag, "fwd", tile, flops(a, args.n), name),
+                       {rd(qkv.tile(tile)), wr(probs.tile(tile)), wr(ctx.tile(tile))}, args);
+}
+
+void submit_attention_bwd_data(const TaskTag& tag, const AttentionShape& a, const DropoutDraw* drop,
+                               const Tensor& qkv, const Tensor& probs, const Tensor& dctx, Tensor& dqkv, int tile) {
+  check_shapes(tag, a, qkv, probs, dctx);
+  check_same_tiling(tag, qkv, dqkv);
+  const AttentionArgs args = args_for(a, drop, qkv, tile);
+  std::string name;
+  runtime::submit_task(cl_attention_bwd_data, task_info(tag, "bwd_data", tile, 2.0 * flops(a, args.n), name),
+                       {rd(qkv.tile(tile)), rd(probs.tile(tile)), rd(dctx.tile(tile)), wr(dqkv.tile(tile))}, args);
+}
+
+}  // namespace dtnn::codelets

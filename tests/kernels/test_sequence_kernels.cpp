@@ -1,0 +1,521 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernels of sequence models against float64 references: token cross-entropy (ignore_index, label smoothing),
+// layer normalisation, GELU's tanh approximation, embeddings, positional encodings, attention.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/nn_kernels.hpp"
+#include "core/errors.hpp"
+#include "kernel_test_util.hpp"
+#include "support/throws_with.hpp"
+
+namespace dtnn::kernels::cpu {
+namespace {
+
+using test::all_close;
+using test::nan_vector;
+using test::random_vector;
+
+struct TokenXentReference {
+  std::vector<double> dlogits;
+  double loss = 0.0;
+  double correct = 0.0;
+  double counted = 0.0;
+};
+
+// PyTorch's CrossEntropyLoss(ignore_index, label_smoothing) in double, from log-probabilities: per counted row
+// (1 - eps) * -log p[y] + eps * mean_j -log p[j]; gradient p - t with t the smoothed target distribution.
+TokenXentReference reference_token_xent(int n, int classes, const std::vector<float>& z,
+                                        const std::vector<std::int32_t>& y, const TokenXentParams& p,
+                                        double scale) {
+  TokenXentReference r;
+  r.dlogits.assign(z.size(), 0.0);
+  const double eps = p.label_smoothing;
+  for (int i = 0; i < n; ++i) {
+    if (y[static_cast<std::size_t>(i)] == p.ignore_index) continue;
+    const float* row = z.data() + static_cast<std::size_t>(i) * classes;
+    double m = row[0];
+    int arg = 0;
+    for (int j = 1; j < classes; ++j) {
+      if (row[j] > m) {
+        m = row[j];
+        arg = j;
+      }
+    }
+    double sum = 0.0;
+    for (int j = 0; j < classes; ++j) sum += std::exp(static_cast<double>(row[j]) - m);
+    const double log_sum = std::log(sum) + m;
+    const int target = y[static_cast<std::size_t>(i)];
+    double smooth = 0.0;
+    for (int j = 0; j < classes; ++j) {
+      const double logp = static_cast<double>(row[j]) - log_sum;
+      smooth -= logp / classes;
+      const double t = eps / classes + (j == target ? 1.0 - eps : 0.0);
+      r.dlogits[static_cast<std::size_t>(i) * classes + j] = (std::exp(logp) - t) * scale;
+    }
+    r.loss += (1.0 - eps) * -(static_cast<double>(row[target]) - log_sum) + eps * smooth;
+    r.correct += arg == target ? 1.0 : 0.0;
+    r.counted += 1.0;
+  }
+  return r;
+}
+
+std::vector<std::int32_t> random_targets(int n, int classes, std::uint32_t seed, std::int32_t ignore_index,
+                                         double ignored_share) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<std::int32_t> id(0, classes - 1);
+  std::bernoulli_distribution ignored(ignored_share);
+  std::vector<std::int32_t> y(static_cast<std::size_t>(n));
+  for (auto& v : y) v = ignored(gen) ? ignore_index : id(gen);
+  return y;
+}
+
+struct TokenXentCase {
+  int n, classes;
+  float smoothing;
+  std::int32_t ignore_index;
+};
+
+class TokenXentKernelTest : public ::testing::TestWithParam<TokenXentCase> {};
+
+TEST_P(TokenXentKernelTest, MatchesDoublePrecisionReference) {
+  const auto [n, classes, smoothing, ignore_index] = GetParam();
+  const TokenXentParams p{ignore_index, smoothing};
+  const auto z = random_vector(static_cast<std::size_t>(n) * classes, 5, -6.0f, 6.0f);
+  const auto y = random_targets(n, classes, 6, ignore_index, 0.25);
+  const auto counted =
+      static_cast<double>(std::count_if(y.begin(), y.end(), [&](std::int32_t v) { return v != ignore_index; }));
+  const float scale = counted > 0 ? static_cast<float>(1.0 / counted) : 1.0f;
+  const auto ref = reference_token_xent(n, classes, z, y, p, scale);
+  auto dz = nan_vector(z.size());
+  float stats[kLossStats];
+  std::fill(std::begin(stats), std::end(stats), std::numeric_limits<float>::quiet_NaN());
+  token_xent_fwd_bwd(n, classes, z.data(), y.data(), p, scale, dz.data(), stats);
+  std::vector<float> got(dz.size());
+  std::vector<double> want(dz.size());
+  for (std::size_t i = 0; i < dz.size(); ++i) {
+    got[i] = dz[i] / scale;
+    want[i] = ref.dlogits[i] / scale;
+  }
+  EXPECT_TRUE(all_close(got, want, 1e-6));
+  EXPECT_NEAR(stats[kLossSum], ref.loss, 1e-6 * std::max(1.0, ref.loss));
+  EXPECT_EQ(stats[kCorrect], ref.correct);
+  EXPECT_EQ(stats[kCounted], ref.counted);
+  EXPECT_EQ(ref.counted, counted);
+  // An ignored row gets exactly no gradient.
+  for (int i = 0; i < n; ++i) {
+    if (y[static_cast<std::size_t>(i)] != ignore_index) continue;
+    for (int j = 0; j < classes; ++j) ASSERT_EQ(dz[static_cast<std::size_t>(i) * classes + j], 0.0f) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TokenXentKernelTest,
+                         ::testing::Values(TokenXentCase{1, 1, 0.0f, -100}, TokenXentCase{8, 5, 0.0f, -100},
+                                           TokenXentCase{16, 256, 0.1f, -100}, TokenXentCase{33, 97, 0.3f, 0},
+                                           TokenXentCase{5, 1000, 1.0f, -1}),
+                         [](const ::testing::TestParamInfo<TokenXentCase>& info) {
+                           return test::concat("N", info.param.n, "Classes", info.param.classes, "Smoothing",
+                                               static_cast<int>(info.param.smoothing * 100), "Ignore",
+                                               info.param.ignore_index < 0 ? "Negative" : "Zero");
+                         });
+
+// The loss is a function of the logits alone: its central differences are the gradient (grad_scale 1).
+TEST(TokenXentKernelTest, GradientIsTheNumericalDerivativeOfTheLoss) {
+  const int n = 4;
+  const int classes = 6;
+  const TokenXentParams p{-100, 0.2f};
+  auto z = random_vector(static_cast<std::size_t>(n) * classes, 9, -2.0f, 2.0f);
+  const std::vector<std::int32_t> y = {3, -100, 0, 5};
+  std::vector<float> dz(z.size());
+  float stats[kLossStats];
+  token_xent_fwd_bwd(n, classes, z.data(), y.data(), p, 1.0f, dz.data(), stats);
+  auto loss_at = [&](std::size_t k, float h) {
+    std::vector<float> zk = z;
+    zk[k] += h;
+    return reference_token_xent(n, classes, zk, y, p, 1.0).loss;
+  };
+  for (std::size_t k = 0; k < z.size(); ++k) {
+    const float h = 1e-2f;
+    const double numeric = (loss_at(k, h) - loss_at(k, -h)) / (2.0 * h);
+    EXPECT_NEAR(dz[k], numeric, 2e-4) << "logit " << k;
+  }
+}
+
+TEST(TokenXentKernelTest, HugeLogitsGiveFiniteLossAndGradients) {
+  const std::vector<float> z = {1e4f, -1e4f, 0.0f, -1e4f, 1e4f, 9999.0f};
+  const std::vector<std::int32_t> y = {0, 2};
+  std::vector<float> dz(z.size());
+  float stats[kLossStats];
+  token_xent_fwd_bwd(2, 3, z.data(), y.data(), TokenXentParams{-100, 0.1f}, 1.0f, dz.data(), stats);
+  for (float g : dz) ASSERT_TRUE(std::isfinite(g));
+  const auto ref = reference_token_xent(2, 3, z, y, TokenXentParams{-100, 0.1f}, 1.0);
+  EXPECT_NEAR(stats[kLossSum], ref.loss, 1e-6 * ref.loss);
+}
+
+TEST(TokenXentKernelTest, EveryRowIgnoredCountsNothing) {
+  const std::vector<float> z(8, 1.0f);
+  const std::vector<std::int32_t> y = {-100, -100};
+  auto dz = nan_vector(z.size());
+  float stats[kLossStats];
+  token_xent_fwd_bwd(2, 4, z.data(), y.data(), TokenXentParams{}, 1.0f, dz.data(), stats);
+  for (float g : dz) EXPECT_EQ(g, 0.0f);
+  for (int k = 0; k < kLossStats; ++k) EXPECT_EQ(stats[k], 0.0f) << k;
+}
+
+TEST(TokenXentKernelTest, TargetOutsideTheVocabularyIsADataErrorNamingIt) {
+  const std::vector<float> z(6, 0.0f);
+  std::vector<float> dz(z.size());
+  float stats[kLossStats];
+  for (std::int32_t bad : {3, -1}) {
+    const std::vector<std::int32_t> y = {1, bad};
+    EXPECT_TRUE(test_support::throws_with<DataError>(
+        [&] { token_xent_fwd_bwd(2, 3, z.data(), y.data(), TokenXentParams{}, 1.0f, dz.data(), stats); },
+        {"token cross-entropy: target " + std::to_string(bad) + " in row 1", "expected 0 <= target < 3",
+         "ignore_index=-100"}));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// LayerNorm
+
+struct LayerNormReference {
+  std::vector<double> y, dx, dw, db;
+};
+
+// Forward and both backward passes in double, straight from the definitions.
+LayerNormReference reference_layer_norm(int rows, int width, double eps, const std::vector<float>& x,
+                                        const std::vector<float>* w, const std::vector<float>* b,
+                                        const std::vector<float>& dy) {
+  LayerNormReference r;
+  r.y.resize(x.size());
+  r.dx.resize(x.size());
+  r.dw.assign(static_cast<std::size_t>(width), 0.0);
+  r.db.assign(static_cast<std::size_t>(width), 0.0);
+  for (int i = 0; i < rows; ++i) {
+    const std::size_t o = static_cast<std::size_t>(i) * width;
+    double mean = 0.0, var = 0.0;
+    for (int j = 0; j < width; ++j) mean += x[o + j];
+    mean /= width;
+    for (int j = 0; j < width; ++j) var += (x[o + j] - mean) * (x[o + j] - mean);
+    var /= width;
+    const double rstd = 1.0 / std::sqrt(var + eps);
+    double mg = 0.0, mgx = 0.0;
+    std::vector<double> xhat(static_cast<std::size_t>(width)), g(static_cast<std::size_t>(width));
+    for (int j = 0; j < width; ++j) {
+      const double wj = w != nullptr ? (*w)[static_cast<std::size_t>(j)] : 1.0;
+      const double bj = b != nullptr ? (*b)[static_cast<std::size_t>(j)] : 0.0;
+      xhat[static_cast<std::size_t>(j)] = (x[o + j] - mean) * rstd;
+      r.y[o + j] = xhat[static_cast<std::size_t>(j)] * wj + bj;
+      g[static_cast<std::size_t>(j)] = dy[o + j] * wj;
+      mg += g[static_cast<std::size_t>(j)] / width;
+      mgx += g[static_cast<std::size_t>(j)] * xhat[static_cast<std::size_t>(j)] / width;
+      r.dw[static_cast<std::size_t>(j)] += dy[o + j] * xhat[static_cast<std::size_t>(j)];
+      r.db[static_cast<std::size_t>(j)] += dy[o + j];
+    }
+    for (int j = 0; j < width; ++j) {
+      r.dx[o + j] = rstd * (g[static_cast<std::size_t>(j)] - mg - xhat[static_cast<std::size_t>(j)] * mgx);
+    }
+  }
+  return r;
+}
+
+struct LayerNormCase {
+  int rows, width;
+  float offset;  // added to every input: the variance must survive a mean far from zero
+  bool affine;
+};
+
+class LayerNormKernelTest : public ::testing::TestWithParam<LayerNormCase> {};
+
+TEST_P(LayerNormKernelTest, MatchesDoublePrecisionReference) {
+  const auto [rows, width, offset, affine] = GetParam();
+  const std::size_t count = static_cast<std::size_t>(rows) * width;
+  auto x = random_vector(count, 31, -2.0f, 2.0f);
+  for (float& v : x) v += offset;
+  const auto w = random_vector(static_cast<std::size_t>(width), 32, 0.5f, 1.5f);
+  const auto b = random_vector(static_cast<std::size_t>(width), 33, -0.5f, 0.5f);
+  const auto dy = random_vector(count, 34);
+  const float eps = 1e-5f;
+  const auto ref = reference_layer_norm(rows, width, eps, x, affine ? &w : nullptr, affine ? &b : nullptr, dy);
+  auto y = nan_vector(count);
+  auto stats = nan_vector(2 * static_cast<std::size_t>(rows));
+  layer_norm_fwd(rows, width, eps, x.data(), affine ? w.data() : nullptr, affine ? b.data() : nullptr, y.data(),
+                 stats.data());
+  EXPECT_TRUE(all_close(y, ref.y, 1e-5));
+  auto dx = nan_vector(count);
+  layer_norm_bwd_data(rows, width, x.data(), stats.data(), affine ? w.data() : nullptr, dy.data(), dx.data());
+  EXPECT_TRUE(all_close(dx, ref.dx, 1e-5));
+  auto dw = nan_vector(static_cast<std::size_t>(width));
+  auto db = nan_vector(static_cast<std::size_t>(width));
+  layer_norm_bwd_weights(rows, width, x.data(), stats.data(), dy.data(), 0, dw.data(), db.data());
+  EXPECT_TRUE(all_close(dw, ref.dw, 1e-5));
+  EXPECT_TRUE(all_close(db, ref.db, 1e-6));
+  // The rows in two calls, the second accumulating, add in the same order: the same bits.
+  const int first = rows / 2;
+  auto dw2 = nan_vector(dw.size());
+  auto db2 = nan_vector(db.size());
+  layer_norm_bwd_weights(first, width, x.data(), stats.data(), dy.data(), 0, dw2.data(), db2.data());
+  const std::size_t skip = static_cast<std::size_t>(first) * width;
+  layer_norm_bwd_weights(rows - first, width, x.data() + skip, stats.data() + 2 * first, dy.data() + skip, 1,
+                         dw2.data(), db2.data());
+  EXPECT_EQ(dw2, dw);
+  EXPECT_EQ(db2, db);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormKernelTest,
+                         ::testing::Values(LayerNormCase{1, 1, 0.0f, true}, LayerNormCase{3, 8, 0.0f, true},
+                                           LayerNormCase{17, 64, 100.0f, true}, LayerNormCase{5, 1000, 0.0f, false},
+                                           LayerNormCase{9, 256, -30.0f, false}),
+                         [](const ::testing::TestParamInfo<LayerNormCase>& info) {
+                           return test::concat("Rows", info.param.rows, "Width", info.param.width, "Offset",
+                                               static_cast<int>(std::abs(info.param.offset)),
+                                               info.param.affine ? "Affine" : "Plain");
+                         });
+
+// ---------------------------------------------------------------------------------------------------------------
+// GELU, tanh approximation
+
+TEST(GeluTanhKernelTest, MatchesTheFormulaAndItsDerivativeInDouble) {
+  const auto x = random_vector(4096, 41, -8.0f, 8.0f);
+  const auto dy = random_vector(x.size(), 42);
+  std::vector<float> y(x.size()), dx(x.size());
+  gelu_tanh_fwd(x.size(), x.data(), y.data());
+  gelu_tanh_bwd_data(x.size(), x.data(), dy.data(), dx.data());
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  auto f = [k](double v) { return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))); };
+  std::vector<double> want_y(x.size()), want_dx(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    want_y[i] = f(v);
+    const double h = 1e-6;
+    want_dx[i] = dy[i] * (f(v + h) - f(v - h)) / (2.0 * h);
+  }
+  EXPECT_TRUE(all_close(y, want_y, 1e-6));
+  EXPECT_TRUE(all_close(dx, want_dx, 1e-5));
+  // It is not the exact GELU: at x = 1 the two differ by about 1.6e-4.
+  float exact = 0.0f;
+  float approx = 0.0f;
+  const float one = 1.0f;
+  gelu_fwd(1, &one, &exact);
+  gelu_tanh_fwd(1, &one, &approx);
+  EXPECT_GT(std::abs(exact - approx), 1e-4f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Embedding
+
+TEST(EmbeddingKernelTest, LooksUpRowsAndAddsGradientsInRowOrderSkippingPadding) {
+  const int num = 5, dim = 3;
+  const auto w = random_vector(static_cast<std::size_t>(num) * dim, 51);
+  const std::vector<std::int32_t> ids = {4, 0, 4, 2, 1, 4};
+  const int rows = static_cast<int>(ids.size());
+  auto y = nan_vector(static_cast<std::size_t>(rows) * dim);
+  embedding_fwd(rows, dim, num, ids.data(), w.data(), y.data());
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < dim; ++j) {
+      EXPECT_EQ(y[static_cast<std::size_t>(i * dim + j)], w[static_cast<std::size_t>(ids[i] * dim + j)]);
+    }
+  }
+  const auto dy = random_vector(y.size(), 52);
+  for (int padding : {-1, 2}) {
+    auto dw = nan_vector(w.size());
+    embedding_bwd_weights(rows, dim, num, padding, ids.data(), dy.data(), 0, dw.data());
+    // Rows 0-2 and then 3-5 accumulated: the same additions in the same order.
+    auto split = nan_vector(w.size());
+    embedding_bwd_weights(3, dim, num, padding, ids.data(), dy.data(), 0, split.data());
+    embedding_bwd_weights(rows - 3, dim, num, padding, ids.data() + 3, dy.data() + 3 * dim, 1, split.data());
+    EXPECT_EQ(split, dw);
+    for (int v = 0; v < num; ++v) {
+      for (int j = 0; j < dim; ++j) {
+        float want = 0.0f;  // float, in row order: the kernel's sums are exactly these
+        for (int i = 0; i < rows; ++i) {
+          if (ids[static_cast<std::size_t>(i)] == v && v != padding) want += dy[static_cast<std::size_t>(i * dim + j)];
+        }
+        EXPECT_EQ(dw[static_cast<std::size_t>(v * dim + j)], want) << "row " << v << " padding " << padding;
+      }
+    }
+  }
+}
+
+TEST(EmbeddingKernelTest, IdOutsideTheTableIsADataErrorNamingIt) {
+  const std::vector<float> w(6, 1.0f);
+  std::vector<float> y(6);
+  for (std::int32_t bad : {3, -2}) {
+    const std::vector<std::int32_t> ids = {0, bad};
+    EXPECT_TRUE(test_support::throws_with<DataError>([&] { embedding_fwd(2, 2, 3, ids.data(), w.data(), y.data()); },
+                                                     {"embedding: token id " + std::to_string(bad) + " in row 1",
+                                                      "expected 0 <= id < num_embeddings=3"}));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Positional encodings
+
+TEST(PositionalKernelTest, AddsTheTableAndSumsItsGradientInSampleOrder) {
+  const int n = 4, seq = 3, dim = 5, max_len = 6;
+  const auto x = random_vector(static_cast<std::size_t>(n * seq * dim), 71);
+  const auto table = random_vector(static_cast<std::size_t>(max_len * dim), 72);
+  auto y = nan_vector(x.size());
+  positional_add_fwd(n, seq, dim, x.data(), table.data(), y.data());
+  for (std::size_t k = 0; k < x.size(); ++k) EXPECT_EQ(y[k], x[k] + table[k % (seq * dim)]) << k;
+  const auto dy = random_vector(x.size(), 73);
+  auto dw = nan_vector(table.size());
+  positional_bwd_weights(n, seq, dim, max_len, dy.data(), 0, dw.data());
+  for (int k = 0; k < max_len * dim; ++k) {
+    float want = 0.0f;  // float, in sample order: the kernel's sums are exactly these
+    for (int i = 0; i < n && k < seq * dim; ++i) want += dy[static_cast<std::size_t>(i * seq * dim + k)];
+    EXPECT_EQ(dw[static_cast<std::size_t>(k)], want) << k;
+  }
+  auto split = nan_vector(table.size());
+  positional_bwd_weights(1, seq, dim, max_len, dy.data(), 0, split.data());
+  positional_bwd_weights(n - 1, seq, dim, max_len, dy.data() + seq * dim, 1, split.data());
+  EXPECT_EQ(split, dw);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Scaled dot-product attention
+
+struct AttentionReference {
+  std::vector<double> probs, ctx, dqkv;
+};
+
+// Forward and backward-data in double from the definitions, one (sample, head) at a time; with drop, probability
+// (h, q, k) of sample first_row + i is kept (times the scale) when its dropout_draw is >= the threshold.
+AttentionReference reference_attention(const AttentionShape& a, int n, const std::vector<float>& qkv,
+                                       const std::vector<float>& dctx, const DropoutParams* drop = nullptr,
+                                       std::int64_t first_row = 0) {
+  const int s = a.seq, d = a.head_dim, e = a.heads * a.head_dim, row = 3 * e;
+  AttentionReference r;
+  r.probs.assign(static_cast<std::size_t>(n * a.heads * s * s), 0.0);
+  r.ctx.assign(static_cast<std::size_t>(n * s * e), 0.0);
+  r.dqkv.assign(qkv.size(), 0.0);
+  auto at = [&](int i, int pos, int part, int h, int j) {
+    return static_cast<std::size_t>((i * s + pos) * row + part * e + h * d + j);
+  };
+  for (int i = 0; i < n; ++i) {
+    for (int h = 0; h < a.heads; ++h) {
+      double* p = r.probs.data() + static_cast<std::size_t>((i * a.heads + h) * s * s);
+      auto mask = [&](int q, int k) {
+        if (drop == nullptr) return 1.0;
+        const auto e = static_cast<std::uint64_t>((h * s + q) * s + k);
+        const bool keep = dropout_draw(drop->seed, drop->step, first_row + i, e) >= drop->threshold;
+        return keep ? static_cast<double>(drop->scale) : 0.0;
+      };
+      for (int q = 0; q < s; ++q) {
+        const int keys = a.causal ? q + 1 : s;
+        double m = -INFINITY;
+        for (int k = 0; k < keys; ++k) {
+          double dot = 0.0;
+          for (int j = 0; j < d; ++j) dot += static_cast<double>(qkv[at(i, q, 0, h, j)]) * qkv[at(i, k, 1, h, j)];
+          p[q * s + k] = dot * a.scale;
+          m = std::max(m, p[q * s + k]);
+        }
+        double sum = 0.0;
+        for (int k = 0; k < keys; ++k) sum += p[q * s + k] = std::exp(p[q * s + k] - m);
+        for (int k = 0; k < keys; ++k) p[q * s + k] /= sum;
+        for (int j = 0; j < d; ++j) {
+          double c = 0.0;
+          for (int k = 0; k < keys; ++k) c += p[q * s + k] * mask(q, k) * qkv[at(i, k, 2, h, j)];
+          r.ctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)] = c;
+        }
+        // Backward of this query's row: dp, ds, then its share of dq, dk, dv.
+        std::vector<double> dp(static_cast<std::size_t>(keys));
+        double shift = 0.0;
+        for (int k = 0; k < keys; ++k) {
+          double g = 0.0;
+          for (int j = 0; j < d; ++j) {
+            g += dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)] * qkv[at(i, k, 2, h, j)];
+          }
+          dp[static_cast<std::size_t>(k)] = g * mask(q, k);
+          shift += dp[static_cast<std::size_t>(k)] * p[q * s + k];
+        }
+        for (int k = 0; k < keys; ++k) {
+          const double ds = p[q * s + k] * (dp[static_cast<std::size_t>(k)] - shift) * a.scale;
+          for (int j = 0; j < d; ++j) {
+            r.dqkv[at(i, q, 0, h, j)] += ds * qkv[at(i, k, 1, h, j)];
+            r.dqkv[at(i, k, 1, h, j)] += ds * qkv[at(i, q, 0, h, j)];
+            r.dqkv[at(i, k, 2, h, j)] +=
+                p[q * s + k] * mask(q, k) * dctx[static_cast<std::size_t>((i * s + q) * e + h * d + j)];
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+struct AttentionCase {
+  int n, seq, heads, head_dim;
+  bool causal;
+};
+
+class AttentionKernelTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionKernelTest, MatchesDoublePrecisionReference) {
+  const auto [n, seq, heads, d, causal] = GetParam();
+  const AttentionShape a{seq, heads, d, causal ? 1 : 0, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+  const std::size_t e = static_cast<std::size_t>(heads) * d;
+  const auto qkv = random_vector(static_cast<std::size_t>(n * seq) * 3 * e, 61, -2.0f, 2.0f);
+  const auto dctx = random_vector(static_cast<std::size_t>(n * seq) * e, 62);
+  const auto ref = reference_attention(a, n, qkv, dctx);
+  auto probs = nan_vector(ref.probs.size());
+  auto ctx = nan_vector(ref.ctx.size());
+  attention_fwd(a, n, 0, nullptr, qkv.data(), probs.data(), ctx.data());
+  EXPECT_TRUE(all_close(probs, ref.probs, 1e-6));
+  EXPECT_TRUE(all_close(ctx, ref.ctx, 1e-5));
+  auto dqkv = nan_vector(qkv.size());
+  attention_bwd_data(a, n, 0, nullptr, qkv.data(), probs.data(), dctx.data(), dqkv.data());
+  EXPECT_TRUE(all_close(dqkv, ref.dqkv, 1e-5));
+}
+
+// Attention dropout (rate 0.25): the masks are dropout_draw's elements (h seq + q) seq + k of the sample's row in
+// the batch, so the kernel matches the reference, and two calls on rows [0, 1) and [1, n) with first_row 0 and 1
+// give the bits of one call on all rows.
+TEST(AttentionKernelTest, DropoutMasksFollowTheSampleRowAndMatchTheReference) {
+  const int n = 3, seq = 9, heads = 2, d = 4;
+  const AttentionShape a{seq, heads, d, 1, 0.5f};
+  const std::size_t e = static_cast<std::size_t>(heads) * d;
+  const DropoutParams drop = dropout_params(77, 5, 0.25);
+  const auto qkv = random_vector(static_cast<std::size_t>(n * seq) * 3 * e, 63, -2.0f, 2.0f);
+  const auto dctx = random_vector(static_cast<std::size_t>(n * seq) * e, 64);
+  const auto ref = reference_attention(a, n, qkv, dctx, &drop, 0);
+  const auto plain = reference_attention(a, n, qkv, dctx);
+  std::vector<float> probs(ref.probs.size()), ctx(ref.ctx.size()), dqkv(qkv.size());
+  attention_fwd(a, n, 0, &drop, qkv.data(), probs.data(), ctx.data());
+  attention_bwd_data(a, n, 0, &drop, qkv.data(), probs.data(), dctx.data(), dqkv.data());
+  EXPECT_TRUE(all_close(probs, ref.probs, 1e-6));  // kept before dropout, for the softmax's backward
+  EXPECT_TRUE(all_close(ctx, ref.ctx, 1e-5));
+  EXPECT_TRUE(all_close(dqkv, ref.dqkv, 1e-5));
+  EXPECT_FALSE(all_close(ctx, plain.ctx, 1e-3));  // something was dropped
+  std::vector<float> ctx_split(ctx.size()), probs_split(probs.size()), dqkv_split(dqkv.size());
+  const std::size_t per_qkv = static_cast<std::size_t>(seq) * 3 * e;
+  const std::size_t per_ctx = static_cast<std::size_t>(seq) * e;
+  const std::size_t per_probs = static_cast<std::size_t>(heads * seq * seq);
+  attention_fwd(a, 1, 0, &drop, qkv.data(), probs_split.data(), ctx_split.data());
+  attention_fwd(a, n - 1, 1, &drop, qkv.data() + per_qkv, probs_split.data() + per_probs, ctx_split.data() + per_ctx);
+  attention_bwd_data(a, 1, 0, &drop, qkv.data(), probs_split.data(), dctx.data(), dqkv_split.data());
+  attention_bwd_data(a, n - 1, 1, &drop, qkv.data() + per_qkv, probs_split.data() + per_probs,
+                     dctx.data() + per_ctx, dqkv_split.data() + per_qkv);
+  EXPECT_EQ(ctx_split, ctx);
+  EXPECT_EQ(dqkv_split, dqkv);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelTest,
+                         ::testing::Values(AttentionCase{2, 1, 1, 3, false}, AttentionCase{3, 5, 2, 4, true},
+                                           AttentionCase{1, 17, 4, 8, false}, AttentionCase{2, 33, 3, 16, true}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           return test::concat("N", info.param.n, "Seq", info.param.seq, "Heads", info.param.heads,
+                                               "Dim", info.param.head_dim, info.param.causal ? "Causal" : "Full");
+                         });
+
+}  // namespace
+}  // namespace dtnn::kernels::cpu
