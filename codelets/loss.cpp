@@ -64,10 +64,10 @@ void token_xent_cpu(void** buffers, void* cl_arg) {
 runtime::Codelet cl_token_xent("token_xent_fwd_bwd", runtime::guarded<token_xent_cpu>,
                                {STARPU_R, STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 
-void check_stats(const TaskTag& tag, const Tensor& logits, const Tensor& stats) {
-  if (stats.tiles() != logits.tiles() || stats.row_elements() != kLossStats) {
+void check_stats(const TaskTag& tag, const Tensor& logits, const Tensor& stats, int width) {
+  if (stats.tiles() != logits.tiles() || stats.row_elements() != width) {
     throw InvalidArgument(fmt::format("{}: stats {} in {} tiles, expected [{}, {}]", tag.layer,
-                                      dtnn::to_string(stats.shape()), stats.tiles(), logits.tiles(), kLossStats));
+                                      dtnn::to_string(stats.shape()), stats.tiles(), logits.tiles(), width));
   }
 }
 
@@ -81,7 +81,7 @@ void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits
                          float grad_scale, Tensor& dlogits, Tensor& stats, int tile) {
   check_same_tiling(tag, logits, targets);
   check_same_tiling(tag, logits, dlogits);
-  check_stats(tag, logits, stats);
+  check_stats(tag, logits, stats, kLossStats);
   check_dtype(tag, logits, DType::kFloat32, "logits");
   check_dtype(tag, targets, DType::kFloat32, "targets");
   // Over the last axis: a sample of sequence logits (S, V) is S rows of V classes.
@@ -99,7 +99,7 @@ void submit_token_xent_fwd_bwd(const TaskTag& tag, const TokenXentParams& params
                                const Tensor& targets, float grad_scale, Tensor& dlogits, Tensor& stats, int tile) {
   check_same_tiling(tag, logits, targets);
   check_same_tiling(tag, logits, dlogits);
-  check_stats(tag, logits, stats);
+  check_stats(tag, logits, stats, kTokenLossStats);
   check_dtype(tag, logits, DType::kFloat32, "logits");
   check_dtype(tag, dlogits, DType::kFloat32, "logits' gradient");
   check_dtype(tag, targets, DType::kInt32, "targets");

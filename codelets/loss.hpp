@@ -16,8 +16,8 @@ void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits
                          float grad_scale, Tensor& dlogits, Tensor& stats, int tile);
 
 // Token cross-entropy (kernels::cpu::token_xent_fwd_bwd): logits, dlogits fp32 [n, ..., classes], targets int32
-// [n, ...] with one id per position of the logits. grad_scale: 1 / (the counted targets of the global batch) gives
-// PyTorch's mean. CPU tasks only.
+// [n, ...] with one id per position of the logits; stats: [tiles, kTokenLossStats]. grad_scale: 1 / (the counted
+// targets of the global batch) gives PyTorch's mean. CPU tasks only.
 void submit_token_xent_fwd_bwd(const TaskTag& tag, const TokenXentParams& params, const Tensor& logits,
                                const Tensor& targets, float grad_scale, Tensor& dlogits, Tensor& stats, int tile);
 

@@ -44,7 +44,7 @@ StepStats& StepStats::operator+=(const StepStats& o) {
 
 void StepStats::sum_over_ranks(const runtime::Mpi* mpi, const std::string& what) {
   if (mpi == nullptr || !mpi->active()) return;
-  std::array<double, kLossStats + 1> all{};
+  std::array<double, kTokenLossStats + 1> all{};
   std::copy(sums.begin(), sums.end(), all.begin());
   all.back() = static_cast<double>(rows);
   mpi->sum(all.data(), static_cast<int>(all.size()), what);
@@ -54,15 +54,21 @@ void StepStats::sum_over_ranks(const runtime::Mpi* mpi, const std::string& what)
 
 StepStats read_step_stats(StepSlot& s) {
   StepStats out;
+  const auto width = static_cast<int>(s.stats.row_elements());
   {
     auto stats = s.stats.read();
     for (int t = 0; t < s.stats.tiles(); ++t) {
-      for (int k = 0; k < kLossStats; ++k) {
-        out.sums[static_cast<std::size_t>(k)] += stats[t * kLossStats + k];
+      for (int k = 0; k < width; ++k) {
+        out.sums[static_cast<std::size_t>(k)] += stats[t * width + k];
       }
     }
   }
   out.rows = s.rows;
+  if (width == kLossStats) {
+    // Every row of a classifier loss counts: each sample's positions on the logits' last axis.
+    const Tensor& logits = s.acts.back();
+    out.sums[kCounted] = static_cast<double>(s.rows * (logits.row_elements() / logits.shape().back()));
+  }
   s.pending = 0;
   runtime::rethrow_task_failures();
   return out;

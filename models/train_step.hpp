@@ -57,7 +57,9 @@ class StepSlots {
 
 // Sums of the loss and metrics (LossStat) over rows.
 struct StepStats {
-  std::array<double, kLossStats> sums{};
+  // The classifier losses' kLossStats, then kCounted (read from the token loss; the rows x positions of the
+  // logits for the others).
+  std::array<double, kTokenLossStats> sums{};
   std::int64_t rows = 0;
 
   StepStats& operator+=(const StepStats& o);

@@ -89,7 +89,6 @@ void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* 
   stats[kTop5Correct] = static_cast<float>(top5);
   stats[kSquaredError] = static_cast<float>(squared);
   stats[kAbsoluteError] = static_cast<float>(absolute);
-  stats[kCounted] = static_cast<float>(n > 0 && cols > 0 ? n : 0);
 }
 
 void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
@@ -125,7 +124,6 @@ void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* t
   stats[kTop5Correct] = static_cast<float>(top5);
   stats[kSquaredError] = static_cast<float>(squared);
   stats[kAbsoluteError] = static_cast<float>(absolute);
-  stats[kCounted] = static_cast<float>(n > 0 && cols > 0 ? n : 0);
 }
 
 void token_xent_fwd_bwd(int n, int classes, const float* logits, const std::int32_t* targets,

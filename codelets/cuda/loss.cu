@@ -136,7 +136,6 @@ __global__ void softmax_xent_rows(int n, int cols, const float* logits, const fl
       r[kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
       r[kSquaredError] = e[0] / static_cast<double>(cols);
       r[kAbsoluteError] = e[1] / static_cast<double>(cols);
-      r[kCounted] = 1.0;
     }
   }
 }
@@ -181,7 +180,6 @@ __global__ void sigmoid_bce_rows(int n, int cols, const float* logits, const flo
       r[kTop5Correct] = s[0] < 5.0 ? 1.0 : 0.0;
       r[kSquaredError] = s[2] / static_cast<double>(cols);
       r[kAbsoluteError] = s[3] / static_cast<double>(cols);
-      r[kCounted] = 1.0;
     }
   }
 }

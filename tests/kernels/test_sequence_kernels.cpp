@@ -97,7 +97,7 @@ TEST_P(TokenXentKernelTest, MatchesDoublePrecisionReference) {
   const float scale = counted > 0 ? static_cast<float>(1.0 / counted) : 1.0f;
   const auto ref = reference_token_xent(n, classes, z, y, p, scale);
   auto dz = nan_vector(z.size());
-  float stats[kLossStats];
+  float stats[kTokenLossStats];
   std::fill(std::begin(stats), std::end(stats), std::numeric_limits<float>::quiet_NaN());
   token_xent_fwd_bwd(n, classes, z.data(), y.data(), p, scale, dz.data(), stats);
   std::vector<float> got(dz.size());
@@ -136,7 +136,7 @@ TEST(TokenXentKernelTest, GradientIsTheNumericalDerivativeOfTheLoss) {
   auto z = random_vector(static_cast<std::size_t>(n) * classes, 9, -2.0f, 2.0f);
   const std::vector<std::int32_t> y = {3, -100, 0, 5};
   std::vector<float> dz(z.size());
-  float stats[kLossStats];
+  float stats[kTokenLossStats];
   token_xent_fwd_bwd(n, classes, z.data(), y.data(), p, 1.0f, dz.data(), stats);
   auto loss_at = [&](std::size_t k, float h) {
     std::vector<float> zk = z;
@@ -154,7 +154,7 @@ TEST(TokenXentKernelTest, HugeLogitsGiveFiniteLossAndGradients) {
   const std::vector<float> z = {1e4f, -1e4f, 0.0f, -1e4f, 1e4f, 9999.0f};
   const std::vector<std::int32_t> y = {0, 2};
   std::vector<float> dz(z.size());
-  float stats[kLossStats];
+  float stats[kTokenLossStats];
   token_xent_fwd_bwd(2, 3, z.data(), y.data(), TokenXentParams{-100, 0.1f}, 1.0f, dz.data(), stats);
   for (float g : dz) ASSERT_TRUE(std::isfinite(g));
   const auto ref = reference_token_xent(2, 3, z, y, TokenXentParams{-100, 0.1f}, 1.0);
@@ -165,16 +165,16 @@ TEST(TokenXentKernelTest, EveryRowIgnoredCountsNothing) {
   const std::vector<float> z(8, 1.0f);
   const std::vector<std::int32_t> y = {-100, -100};
   auto dz = nan_vector(z.size());
-  float stats[kLossStats];
+  float stats[kTokenLossStats];
   token_xent_fwd_bwd(2, 4, z.data(), y.data(), TokenXentParams{}, 1.0f, dz.data(), stats);
   for (float g : dz) EXPECT_EQ(g, 0.0f);
-  for (int k = 0; k < kLossStats; ++k) EXPECT_EQ(stats[k], 0.0f) << k;
+  for (int k = 0; k < kTokenLossStats; ++k) EXPECT_EQ(stats[k], 0.0f) << k;
 }
 
 TEST(TokenXentKernelTest, TargetOutsideTheVocabularyIsADataErrorNamingIt) {
   const std::vector<float> z(6, 0.0f);
   std::vector<float> dz(z.size());
-  float stats[kLossStats];
+  float stats[kTokenLossStats];
   for (std::int32_t bad : {3, -1}) {
     const std::vector<std::int32_t> y = {1, bad};
     EXPECT_TRUE(test_support::throws_with<DataError>(

@@ -161,7 +161,7 @@ TEST(SequenceLossTest, CategoricalCrossEntropyRunsOverTheLastAxis) {
   kernels::cpu::softmax_xent_fwd_bwd(n * seq, classes, z.data(), t.data(), 0.5f, want.data(), want_stats);
   EXPECT_TRUE(bitwise_equal(dlogits.to_vector(), want));
   const auto s = stats.to_vector();
-  EXPECT_EQ(s[kCounted] + s[kLossStats + kCounted], static_cast<float>(n * seq));
+  EXPECT_EQ(s[kCorrect] + s[kLossStats + kCorrect], want_stats[kCorrect]);
   EXPECT_NEAR(s[kLossSum] + s[kLossStats + kLossSum], want_stats[kLossSum], 1e-5);
 }
 
@@ -181,7 +181,7 @@ TEST(TokenCrossEntropyTest, Int32TargetsInTilesMatchTheKernelWithIgnoredPosition
   const float scale = 1.0f / 17.0f;  // the 17 counted targets
   std::vector<float> first;
   for (int tiles : {1, 2, 3}) {
-    Tensor logits({n, seq, vocab}, tiles), dlogits({n, seq, vocab}, tiles), stats({tiles, kLossStats}, tiles);
+    Tensor logits({n, seq, vocab}, tiles), dlogits({n, seq, vocab}, tiles), stats({tiles, kTokenLossStats}, tiles);
     fill_random(logits, 8, -4.0f, 4.0f);
     const Tensor targets = token_ids({n, seq}, tiles, ids);
     for (int tile = 0; tile < tiles; ++tile) {
@@ -189,7 +189,7 @@ TEST(TokenCrossEntropyTest, Int32TargetsInTilesMatchTheKernelWithIgnoredPosition
     }
     const auto z = logits.to_vector();
     std::vector<float> want(z.size());
-    float want_stats[kLossStats];
+    float want_stats[kTokenLossStats];
     kernels::cpu::token_xent_fwd_bwd(n * seq, vocab, z.data(), ids.data(), params, scale, want.data(), want_stats);
     const auto got = dlogits.to_vector();
     EXPECT_TRUE(bitwise_equal(got, want)) << tiles << " tiles";
@@ -198,8 +198,8 @@ TEST(TokenCrossEntropyTest, Int32TargetsInTilesMatchTheKernelWithIgnoredPosition
     const auto s = stats.to_vector();
     double counted = 0.0, loss = 0.0;
     for (int tile = 0; tile < tiles; ++tile) {
-      counted += s[static_cast<std::size_t>(tile * kLossStats + kCounted)];
-      loss += s[static_cast<std::size_t>(tile * kLossStats + kLossSum)];
+      counted += s[static_cast<std::size_t>(tile * kTokenLossStats + kCounted)];
+      loss += s[static_cast<std::size_t>(tile * kTokenLossStats + kLossSum)];
     }
     EXPECT_EQ(counted, 17.0);
     EXPECT_NEAR(loss, want_stats[kLossSum], 1e-5);
@@ -207,7 +207,7 @@ TEST(TokenCrossEntropyTest, Int32TargetsInTilesMatchTheKernelWithIgnoredPosition
 }
 
 TEST(TokenCrossEntropyTest, RefusesFloatTargetsMismatchedShapesAndBadSmoothing) {
-  Tensor logits({2, 3, 5}), dlogits({2, 3, 5}), stats({1, kLossStats});
+  Tensor logits({2, 3, 5}), dlogits({2, 3, 5}), stats({1, kTokenLossStats});
   Tensor float_targets({2, 3});
   EXPECT_TRUE(throws_with<InvalidArgument>(
       [&] {
