@@ -7,6 +7,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/train.hpp"
 #include "io/checkpoint.hpp"
@@ -45,6 +46,7 @@ Trainee start_trainee(const TrainOptions& o, const models::ModelInfo& info, cons
   if (o.scale_lr) config.learning_rate = scale_lr_for_ranks(config.learning_rate, mpi.size());
   t.optimizer = make_default_optimizer(config);
   t.base_learning_rate = t.optimizer->learning_rate();
+  exempt_from_weight_decay(*t.optimizer, t.model, o.no_weight_decay);
   if (!checkpoint.empty()) {
     const ResumePoint at = resume_training(checkpoint, info.name, t.model, *t.optimizer, o.schedule);
     t.initial_step = at.step;
@@ -57,6 +59,8 @@ Trainee start_trainee(const TrainOptions& o, const models::ModelInfo& info, cons
                                  precision == codelets::Precision::kFp32
                                      ? std::string()
                                      : fmt::format("precision={} ", codelets::to_string(precision))) +
+                     fmt::format("no_weight_decay={} clip_grad_norm={} ", fmt::join(o.no_weight_decay, ","),
+                                 o.fit.clip_grad_norm_) +
                      agreement_text(o.fit, *t.optimizer, data.train, &data.test, parallel));
   t.data_parallel = std::make_unique<DataParallelRun>(mpi, t.model, parallel);
   return t;

@@ -64,7 +64,18 @@ void add_schedule_options(CLI::App* app, TrainOptions& o) {
   app->add_option("--validation-split", o.validation_split, "fraction of the training set kept for validation")
       ->check(CLI::Range(0.0, 0.99));
   app->add_flag("--test-as-validation", o.test_as_validation, "validate on the test set after every epoch");
+  app->add_option("--no-weight-decay", o.no_weight_decay,
+                  "parameter groups without weight decay, comma-separated: bias, norm, embedding (a transformer's "
+                  "recipe: bias,norm,embedding)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(weight_decay_groups()));
+  app->add_option("--clip-grad-norm", o.fit.clip_grad_norm_,
+                  "clip the gradients to this global 2-norm before each update (PyTorch's clip_grad_norm_)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--warmup-epochs", o.schedule.warmup_epochs_, "linear learning-rate warm-up over this many epochs")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--warmup-steps", o.schedule.warmup_steps_,
+                  "linear learning-rate warm-up over this many steps; the cosine decay then starts from the peak")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--warmup-start", o.schedule.warmup_start_, "warm-up's first learning rate, as a fraction of --lr")
       ->check(CLI::Range(1e-6f, 1.0f))

@@ -31,6 +31,8 @@ struct TrainOptions {
     return c;
   }();
   ScheduleOptions schedule;
+  // Weight-decay groups left undecayed (models/optimizers.hpp weight_decay_groups: bias, norm, embedding).
+  std::vector<std::string> no_weight_decay;
   DataParallelOptions parallel;
   runtime::Priorities priorities = runtime::task_priorities();
   double validation_split = 0.0;

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -34,9 +35,20 @@ class Optimizer {
   // Restores the scalars that state_of reported (unknown names are ignored: InvalidArgument is the caller's).
   virtual void restore_scalars(Parameter& p, const std::vector<std::pair<std::string, double>>& scalars) {}
 
+  // Leaves p out of the weight decay: PyTorch's second parameter group, {"params": ..., "weight_decay": 0}, for the
+  // biases, norms and embeddings of a transformer (models/optimizers.hpp exempt_from_weight_decay picks them).
+  void exempt_from_weight_decay(const Parameter& p) { no_decay_.insert(&p); }
+  [[nodiscard]] bool decays(const Parameter& p) const { return !no_decay_.contains(&p); }
+  [[nodiscard]] std::size_t exempt_count() const { return no_decay_.size(); }
+
  protected:
   explicit Optimizer(float lr) : lr_(lr) {}
+  // The weight decay of p: wd, or 0 for an exempt parameter.
+  [[nodiscard]] float decay_of(const Parameter& p, float wd) const { return decays(p) ? wd : 0.0f; }
   float lr_;
+
+ private:
+  std::unordered_set<const Parameter*> no_decay_;
 };
 
 }  // namespace dtnn

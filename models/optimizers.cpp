@@ -91,7 +91,7 @@ Tensor& Sgd::velocity(const Parameter& p) {
 }
 
 void Sgd::submit_update(Parameter& p, std::string_view name, int priority) {
-  const SgdParams params{lr_, options_.momentum_, options_.weight_decay_, options_.nesterov_};
+  const SgdParams params{lr_, options_.momentum_, decay_of(p, options_.weight_decay_), options_.nesterov_};
   codelets::submit_sgd_update({name, priority}, params, p.value, p.grad, velocity(p));
 }
 
@@ -145,11 +145,11 @@ void Rmsprop::submit_update(Parameter& p, std::string_view name, int priority) {
   State& s = ensure(p);
   ++s.steps;
   const RmspropParams params{lr_,
-                                           options_.alpha_,
-                                           options_.eps_,
-                                           options_.weight_decay_,
-                                           options_.momentum_,
-                                           options_.centered_ ? 1 : 0};
+                             options_.alpha_,
+                             options_.eps_,
+                             decay_of(p, options_.weight_decay_),
+                             options_.momentum_,
+                             options_.centered_ ? 1 : 0};
   codelets::submit_rmsprop_update({name, priority}, params, p.value, p.grad, s.square_avg,
                                   s.momentum_buf.defined() ? &s.momentum_buf : nullptr,
                                   s.grad_avg.defined() ? &s.grad_avg : nullptr);
@@ -200,15 +200,15 @@ void Adam::submit_update(Parameter& p, std::string_view name, int priority) {
   MomentState& s = moments(state_, p);
   const std::int64_t t = ++s.steps;
   const double lr = lr_;
-  const double wd = options_.weight_decay_;
+  const float wd = decay_of(p, options_.weight_decay_);
   AdamParams params;
   params.step_size = static_cast<float>(lr / bias_correction(options_.beta1_, t));
   params.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction(options_.beta2_, t)));
   params.beta1 = options_.beta1_;
   params.beta2 = options_.beta2_;
   params.eps = options_.eps_;
-  params.weight_decay = decay_ == Decay::kL2 ? options_.weight_decay_ : 0.0f;
-  params.decay_factor = decay_ == Decay::kDecoupled ? static_cast<float>(1.0 - lr * wd) : 1.0f;
+  params.weight_decay = decay_ == Decay::kL2 ? wd : 0.0f;
+  params.decay_factor = decay_ == Decay::kDecoupled ? static_cast<float>(1.0 - lr * static_cast<double>(wd)) : 1.0f;
   codelets::submit_adam_update({name, priority}, params, p.value, p.grad, s.exp_avg, s.exp_avg_sq);
 }
 
@@ -261,7 +261,7 @@ void Nadam::submit_update(Parameter& p, std::string_view name, int priority) {
   params.beta1 = options_.beta1_;
   params.beta2 = options_.beta2_;
   params.eps = options_.eps_;
-  params.weight_decay = options_.weight_decay_;
+  params.weight_decay = decay_of(p, options_.weight_decay_);
   codelets::submit_nadam_update({name, priority}, params, p.value, p.grad, s.exp_avg, s.exp_avg_sq);
 }
 
@@ -354,6 +354,46 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
   }
   throw InvalidArgument(fmt::format("make_optimizer: optimizer '{}', expected one of {}", c.name,
                                     fmt::join(optimizer_names(), ", ")));
+}
+
+const std::vector<std::string>& weight_decay_groups() {
+  static const std::vector<std::string> names{"bias", "norm", "embedding"};
+  return names;
+}
+
+namespace {
+
+// The weight-decay group of a parameter of `layer` (a leaf: containers own no parameters): "weight" for the rest.
+std::string_view decay_group(const Layer& layer, const Parameter& p) {
+  const std::string type = layer.type();
+  if (type.find("Norm") != std::string::npos) return "norm";
+  if (type == "Embedding" || type == "PositionalEncoding") return "embedding";
+  if (p.value.shape().size() == 1) return "bias";
+  return "weight";
+}
+
+void exempt_layer(Optimizer& o, Layer& layer, const std::vector<std::string>& groups, std::vector<std::string>& out) {
+  for (Parameter* p : layer.parameters()) {
+    if (std::find(groups.begin(), groups.end(), decay_group(layer, *p)) == groups.end()) continue;
+    o.exempt_from_weight_decay(*p);
+    out.push_back(layer.name() + "." + p->name);
+  }
+  for (Layer* child : layer.children()) exempt_layer(o, *child, groups, out);
+}
+
+}  // namespace
+
+std::vector<std::string> exempt_from_weight_decay(Optimizer& o, Sequential& model,
+                                                  const std::vector<std::string>& groups) {
+  const auto& known = weight_decay_groups();
+  for (const std::string& g : groups) {
+    if (std::find(known.begin(), known.end(), g) == known.end()) {
+      throw InvalidArgument(fmt::format("weight-decay group '{}', expected one of {}", g, fmt::join(known, ", ")));
+    }
+  }
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < model.size(); ++i) exempt_layer(o, model.layer(i), groups, names);
+  return names;
 }
 
 }  // namespace dtnn

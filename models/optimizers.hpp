@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "models/optimizer.hpp"
+#include "models/sequential.hpp"
 
 namespace dtnn {
 
@@ -212,5 +213,13 @@ struct OptimizerConfig {
 // take, or a value its constructor rejects.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 const std::vector<std::string>& optimizer_names();
+
+// Weight-decay groups, as transformer recipes (GPT-2, BERT, nanoGPT's AdamW) leave some parameters undecayed:
+// "bias" (the 1-D parameters of dense, convolution and attention layers), "norm" (LayerNorm and BatchNorm weights
+// and biases), "embedding" (token embeddings and learned position tables). Exempts the parameters of `groups` from
+// o's weight decay and returns their full names. InvalidArgument for another group name.
+std::vector<std::string> exempt_from_weight_decay(Optimizer& o, Sequential& model,
+                                                  const std::vector<std::string>& groups);
+const std::vector<std::string>& weight_decay_groups();
 
 }  // namespace dtnn

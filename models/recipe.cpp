@@ -83,6 +83,11 @@ io::TrainTest load_data(const DataOptions& o, const models::ModelInfo& model, st
 
 std::vector<std::shared_ptr<Callback>> schedule_callbacks(const ScheduleOptions& o, int epochs) {
   std::vector<std::shared_ptr<Callback>> out;
+  if (o.warmup_epochs_ > 0 && o.warmup_steps_ > 0) {
+    throw InvalidArgument(fmt::format("warm-up of {} epochs and of {} steps, expected one of them", o.warmup_epochs_,
+                                      o.warmup_steps_));
+  }
+  if (o.warmup_steps_ > 0) out.push_back(std::make_shared<WarmUp>(Steps{o.warmup_steps_}, o.warmup_start_));
   if (o.warmup_epochs_ > 0) {
     out.push_back(std::make_shared<WarmUp>(Epochs{static_cast<std::int64_t>(std::ceil(o.warmup_epochs_))},
                                            o.warmup_start_));
@@ -95,7 +100,8 @@ std::vector<std::shared_ptr<Callback>> schedule_callbacks(const ScheduleOptions&
         ReduceLROnPlateauOptions(o.monitor_).factor(o.lr_decay_).patience(o.plateau_patience_).min_lr(o.min_lr_)));
   }
   if (o.cosine_) {
-    out.push_back(std::make_shared<CosineDecay>(CosineDecayOptions(Epochs{epochs}).min_lr(o.min_lr_)));
+    out.push_back(std::make_shared<CosineDecay>(
+        CosineDecayOptions(Epochs{epochs}).min_lr(o.min_lr_).start(Steps{o.warmup_steps_})));
   }
   if (o.early_stopping_ > 0) {
     out.push_back(std::make_shared<EarlyStopping>(EarlyStoppingOptions(o.monitor_).patience(o.early_stopping_)));

@@ -64,6 +64,13 @@ io::TrainTest load_data(const DataOptions& options, const models::ModelInfo& mod
 struct ScheduleOptions {
   // Linear warm-up over `epochs` (rounded up to whole epochs) from start_factor x lr; 0: none.
   ScheduleOptions& warmup(double epochs, float start_factor) { warmup_epochs_ = epochs; warmup_start_ = start_factor; return *this; }
+  // Linear warm-up over `steps` steps from start_factor x lr, the cosine decay (if on) starting from the peak at
+  // its end, as transformer recipes do; 0: none. Not together with warmup(epochs).
+  ScheduleOptions& warmup_steps(std::int64_t steps, float start_factor) {
+    warmup_steps_ = steps;
+    warmup_start_ = start_factor;
+    return *this;
+  }
   // true: cosine decay per step over all the epochs, to min_lr; false: a constant rate.
   ScheduleOptions& cosine(bool on) { cosine_ = on; return *this; }
   // lr *= decay every `every_epochs` epochs; 0: never.
@@ -81,6 +88,7 @@ struct ScheduleOptions {
   ScheduleOptions& stop_at_loss(float loss) { stop_at_loss_ = loss; return *this; }
 
   double warmup_epochs_ = 0.0;
+  std::int64_t warmup_steps_ = 0;
   float warmup_start_ = 0.1f;
   bool cosine_ = true;
   int lr_step_epochs_ = 0;

@@ -2,9 +2,11 @@
 #include "models/train_step.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
+#include "codelets/grad_clip.hpp"
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
 #include "runtime/mpi.hpp"
@@ -118,6 +120,10 @@ void check_step_options(const TrainStepOptions& o, const char* who) {
   if (o.tiles_ < 1) {
     throw InvalidArgument(fmt::format("{}: tiles={}, expected tiles >= 1", who, o.tiles_));
   }
+  if (!(o.clip_grad_norm_ >= 0.0f) || !std::isfinite(o.clip_grad_norm_)) {
+    throw InvalidArgument(fmt::format("{}: clip_grad_norm={}, expected a finite max norm > 0 (or 0: no clipping)", who,
+                                      o.clip_grad_norm_));
+  }
   check_augment_options(o.augment_);
   const DataParallel& dp = o.data_parallel_;
   const int world = dp.mpi != nullptr ? dp.mpi->size() : 1;
@@ -138,6 +144,7 @@ TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions o
   // The collectives' ranks: MPI's world, or the simulated ranks of a simulation (which has no MPI).
   const DataParallel& dp = options_.data_parallel_;
   world_ = dp.communicator != nullptr ? dp.communicator->ranks() : dp.mpi != nullptr ? dp.mpi->size() : 1;
+  if (options_.clip_grad_norm_ > 0.0f) grad_norm_squared_ = Tensor({2});
 }
 
 void TrainStep::submit(StepSlot& s, const StepBatch& b) {
@@ -182,8 +189,18 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
     }
     comm->sum(grads, name);
   };
-  // The update is a gradient's last reader (after the tile sum and the sum over the ranks): its memory goes back.
+  // With clipping, each final gradient (after the tile sum and the sum over the ranks) adds its squares to the
+  // global norm's chain at once, and every update waits for the chain's end.
+  const float max_norm = options_.clip_grad_norm_;
+  std::vector<NamedParameter> to_clip;
+  // The update is a gradient's last reader: its memory goes back.
   auto update = [&](const NamedParameter& p) {
+    if (max_norm > 0.0f) {
+      codelets::submit_grad_sum_of_squares({p.name, ctx.priority}, p.parameter->grad, grad_norm_squared_,
+                                           to_clip.empty());
+      to_clip.push_back(p);
+      return;
+    }
     optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
     p.parameter->grad.discard();
   };
@@ -219,6 +236,11 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
     comm->end_step();
   }
   submit_updates();
+  for (const NamedParameter& p : to_clip) {
+    codelets::submit_clip_grad({p.name, ctx.priority}, grad_norm_squared_, max_norm, p.parameter->grad);
+    optimizer_.submit_update(*p.parameter, p.name, ctx.priority);
+    p.parameter->grad.discard();
+  }
 }
 
 StepStats TrainStep::collect(StepSlot& s) {

@@ -96,6 +96,9 @@ struct TrainStepOptions {
   // kTransient (default): activations and gradients hold memory from their first write to their last read in the
   // step; kOwned: every one of them allocated for the slot's life (the reference: the same results bitwise).
   TrainStepOptions& activations(Storage s) { activations_ = s; return *this; }
+  // > 0: the gradients scaled by max_norm / (their global 2-norm + 1e-6) when that is below 1, before the
+  // optimizer's step (PyTorch's clip_grad_norm_; codelets/grad_clip.hpp). 0: no clipping.
+  TrainStepOptions& clip_grad_norm(float max_norm) { clip_grad_norm_ = max_norm; return *this; }
 
   int tiles_ = 2;
   codelets::LossKind loss_ = codelets::LossKind::kCategoricalCrossEntropy;
@@ -104,6 +107,7 @@ struct TrainStepOptions {
   std::uint64_t seed_ = 0;
   DataParallel data_parallel_;
   Storage activations_ = Storage::kTransient;
+  float clip_grad_norm_ = 0.0f;
 };
 
 // Throws InvalidArgument, prefixed by `who`, for tiles < 1, a smoothing outside [0, 1), bad augmentation options,
@@ -146,6 +150,7 @@ class TrainStep {
   StepSlots slots_;
   std::size_t parameter_elements_ = 0;
   int world_ = 1;
+  Tensor grad_norm_squared_;  // with clip_grad_norm: the sum of squares of the step's gradients (one double)
 };
 
 }  // namespace dtnn

@@ -134,7 +134,8 @@ TrainStepOptions step_options(const FitOptions& o) {
       .augment(o.augment_)
       .seed(o.seed_)
       .data_parallel(o.data_parallel_)
-      .activations(o.activations_);
+      .activations(o.activations_)
+      .clip_grad_norm(o.clip_grad_norm_);
 }
 
 // An epoch's record from its statistics (summed over the ranks) and, with a validation set, its evaluation.

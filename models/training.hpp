@@ -125,6 +125,8 @@ struct FitOptions {
   FitOptions& stop_when(std::function<int(std::int64_t step)> poll) { stop_when_ = std::move(poll); return *this; }
   // true (default): a step whose loss is not finite ends training with NonFiniteLoss (see there).
   FitOptions& check_finite(bool on) { check_finite_ = on; return *this; }
+  // > 0: clip the gradients to this global 2-norm before each update (TrainStepOptions::clip_grad_norm).
+  FitOptions& clip_grad_norm(float max_norm) { clip_grad_norm_ = max_norm; return *this; }
 
   int epochs_ = 1;
   std::int64_t batch_size_ = 64;
@@ -142,6 +144,7 @@ struct FitOptions {
   Storage activations_ = Storage::kTransient;
   std::function<int(std::int64_t)> stop_when_;
   bool check_finite_ = true;
+  float clip_grad_norm_ = 0.0f;
 };
 
 struct EvalOptions {

@@ -24,4 +24,13 @@ void adam_update(std::size_t count, const AdamParams& p, float* w, const float* 
 void nadam_update(std::size_t count, const NadamParams& p, float* w, const float* g, float* exp_avg,
                   float* exp_avg_sq);
 
+// Gradient clipping by the global norm (PyTorch's clip_grad_norm_). The squares of g[0..count) summed in double,
+// in eight interleaved partial sums added at the end: a fixed order, so the same bits on every run and machine.
+double sum_of_squares(std::size_t count, const float* g);
+// max_norm / (sqrt(sum_of_squares) + 1e-6), PyTorch's clip coefficient, or 1 when that is not below 1 (also for a
+// non-finite norm, which clipping cannot repair: the step's finiteness check reports it).
+float clip_coefficient(double sum_of_squares, float max_norm);
+// g *= factor.
+void scale_in_place(std::size_t count, float factor, float* g);
+
 }  // namespace dtnn::kernels::cpu

@@ -134,4 +134,32 @@ void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g,
   }
 }
 
+double sum_of_squares(std::size_t count, const float* g) {
+  constexpr std::size_t kLanes = 8;
+  double lane[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (std::size_t k = 0; k < kLanes; ++k) {
+      const double v = g[i + k];
+      lane[k] += v * v;
+    }
+  }
+  for (std::size_t k = 0; i < count; ++i, ++k) {
+    const double v = g[i];
+    lane[k] += v * v;
+  }
+  double sum = 0.0;
+  for (double l : lane) sum += l;
+  return sum;
+}
+
+float clip_coefficient(double sum_of_squares, float max_norm) {
+  const double coefficient = static_cast<double>(max_norm) / (std::sqrt(sum_of_squares) + 1e-6);
+  return coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;
+}
+
+void scale_in_place(std::size_t count, float factor, float* g) {
+  for (std::size_t i = 0; i < count; ++i) g[i] *= factor;
+}
+
 }  // namespace dtnn::kernels::cpu

@@ -12,6 +12,8 @@
 
 #include "io/dataset.hpp"
 #include "layers/dense.hpp"
+#include "layers/embedding.hpp"
+#include "layers/layer_norm.hpp"
 #include "layers/simple.hpp"
 #include "models/optimizers.hpp"
 #include "models/training.hpp"
@@ -419,6 +421,102 @@ TEST(OptimizerTrainingTest, EachOptimizerLowersTheTrainingLossOfATinyModel) {
     ASSERT_EQ(h.epochs.size(), 6u);
     EXPECT_LT(h.epochs.back().loss, 0.5 * h.epochs.front().loss) << name << ": " << opt->describe();
     EXPECT_GT(h.epochs.back().accuracy, 0.9) << name << ": " << opt->describe();
+  }
+}
+
+// The groups of a transformer's recipe: with a zero gradient AdamW's update is its decay alone, so an exempt
+// parameter keeps every bit and the decayed one is scaled by 1 - lr wd.
+TEST(WeightDecayGroupsTest, ExemptParametersAreNotDecayed) {
+  Sequential model;
+  model.add<Embedding>(EmbeddingOptions(10, 8)).add<LayerNorm>(LayerNormOptions(8)).add<Dense>(DenseOptions(8, 3));
+  model.build({4}, 5);
+  AdamW opt(AdamWOptions(0.1f).weight_decay(0.5f));
+  const auto exempt = exempt_from_weight_decay(opt, model, {"bias", "norm", "embedding"});
+  EXPECT_EQ(exempt, (std::vector<std::string>{"0.weight", "1.weight", "1.bias", "2.bias"}));
+  std::vector<std::vector<float>> before;
+  for (const NamedParameter& p : model.named_parameters()) {
+    before.push_back(p.parameter->value.to_vector());
+    p.parameter->grad.copy_from(std::vector<float>(static_cast<std::size_t>(p.parameter->grad.numel()), 0.0f));
+    opt.submit_update(*p.parameter, p.name, 0);
+  }
+  const auto params = model.named_parameters();
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const auto after = params[k].parameter->value.to_vector();
+    const bool decayed = params[k].name == "2.weight";
+    EXPECT_EQ(opt.decays(*params[k].parameter), decayed) << params[k].name;
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      const float want = decayed ? before[k][i] * static_cast<float>(1.0 - 0.1 * 0.5) : before[k][i];
+      ASSERT_EQ(after[i], want) << params[k].name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(WeightDecayGroupsTest, OnlyBiasesLeavesNormsAndEmbeddingsDecayedAndAnUnknownGroupIsRefused) {
+  Sequential model;
+  model.add<Embedding>(EmbeddingOptions(10, 8)).add<LayerNorm>(LayerNormOptions(8)).add<Dense>(DenseOptions(8, 3));
+  model.build({4}, 5);
+  AdamW opt(AdamWOptions(0.1f));
+  // LayerNorm's bias belongs to "norm".
+  EXPECT_EQ(exempt_from_weight_decay(opt, model, {"bias"}), (std::vector<std::string>{"2.bias"}));
+  expect_throw_with<InvalidArgument>([&] { (void)exempt_from_weight_decay(opt, model, {"biases"}); },
+                                     "weight-decay group 'biases', expected one of bias, norm, embedding");
+}
+
+// One SGD step (no momentum) is w - lr g: the unclipped run gives every gradient, and the clipped run must move
+// each weight by lr g max_norm / (|g| + 1e-6), |g| the norm over every parameter. A max_norm above |g| changes no
+// bit.
+TEST(ClipGradNormTest, OneStepScalesEveryGradientByTheGlobalNorm) {
+  const io::Dataset data = separable_dataset();
+  const float lr = 0.5f;
+  auto train = [&](float max_norm, int tiles) {
+    Sequential model = tiny_mlp();
+    model.build({1, 4, 4}, 3);
+    Sgd opt(SgdOptions(lr).momentum(0.0f));
+    fit(model, opt, data,
+        FitOptions().epochs(1).steps_per_epoch(1).batch_size(16).tiles(tiles).shuffle(false).verbose(false)
+            .clip_grad_norm(max_norm));
+    std::vector<std::vector<float>> w;
+    for (const NamedParameter& p : model.named_parameters()) w.push_back(p.parameter->value.to_vector());
+    return w;
+  };
+  Sequential initial = tiny_mlp();
+  initial.build({1, 4, 4}, 3);
+  std::vector<std::vector<float>> w0;
+  for (const NamedParameter& p : initial.named_parameters()) w0.push_back(p.parameter->value.to_vector());
+  for (const int tiles : {1, 3}) {
+    const auto unclipped = train(0.0f, tiles);
+    double norm = 0.0;
+    for (std::size_t k = 0; k < w0.size(); ++k) {
+      for (std::size_t i = 0; i < w0[k].size(); ++i) {
+        const double g = (static_cast<double>(w0[k][i]) - unclipped[k][i]) / lr;
+        norm += g * g;
+      }
+    }
+    norm = std::sqrt(norm);
+    ASSERT_GT(norm, 0.1);
+    const float max_norm = static_cast<float>(norm / 4);
+    const auto clipped = train(max_norm, tiles);
+    const double factor = max_norm / (norm + 1e-6);
+    for (std::size_t k = 0; k < w0.size(); ++k) {
+      for (std::size_t i = 0; i < w0[k].size(); ++i) {
+        const double step = static_cast<double>(w0[k][i]) - unclipped[k][i];
+        const double clipped_step = static_cast<double>(w0[k][i]) - clipped[k][i];
+        ASSERT_NEAR(clipped_step, step * factor, 1e-6 + 1e-4 * std::abs(step)) << k << "[" << i << "]";
+      }
+    }
+    EXPECT_EQ(train(static_cast<float>(norm * 2), tiles), unclipped);
+  }
+}
+
+TEST(ClipGradNormTest, ANegativeOrNonFiniteMaxNormIsRefused) {
+  const io::Dataset data = separable_dataset();
+  Sequential model = tiny_mlp();
+  model.build({1, 4, 4}, 3);
+  Sgd opt(SgdOptions(0.1f));
+  for (const float bad : {-1.0f, std::nanf(""), INFINITY}) {
+    EXPECT_THROW(fit(model, opt, data, FitOptions().steps_per_epoch(1).verbose(false).clip_grad_norm(bad)),
+                 InvalidArgument)
+        << bad;
   }
 }
 

@@ -17,6 +17,7 @@
 #include "layers/dense.hpp"
 #include "layers/simple.hpp"
 #include "models/optimizers.hpp"
+#include "models/recipe.hpp"
 #include "models/schedules.hpp"
 #include "models/training.hpp"
 #include "core/errors.hpp"
@@ -99,6 +100,18 @@ TEST(WarmUpTest, RampsLinearlyPerStepThenHolds) {
   Driver d(0.8f);
   d.run({std::make_shared<WarmUp>(Steps{4}, 0.25f)}, 1, 7);
   expect_lrs(d.lrs, {0.2, 0.35, 0.5, 0.65, 0.8, 0.8, 0.8});
+}
+
+// --warmup-steps: the transformer recipe, a ramp over steps and then the cosine from the peak to min_lr at the end.
+TEST(WarmUpTest, WarmUpInStepsThenCosineFromThePeak) {
+  Driver d(0.8f);
+  d.run(schedule_callbacks(ScheduleOptions().warmup_steps(4, 0.25f), 2), 2, 6);
+  std::vector<double> want{0.2, 0.35, 0.5, 0.65};
+  for (int t = 4; t < 12; ++t) want.push_back(cosine(0.8, 0.0, (t - 4) / 8.0));
+  expect_lrs(d.lrs, want);
+  expect_throw_with<InvalidArgument>(
+      [] { (void)schedule_callbacks(ScheduleOptions().warmup(1.0, 0.1f).warmup_steps(4, 0.1f), 2); },
+      "warm-up of 1 epochs and of 4 steps, expected one of them");
 }
 
 TEST(WarmUpTest, EpochsAreCountedInSteps) {
