@@ -22,6 +22,7 @@ Command add_models(CLI::App& program);      // app/info.cpp
 Command add_schedulers(CLI::App& program);  // app/info.cpp
 Command add_summary(CLI::App& program);     // app/info.cpp
 Command add_convert(CLI::App& program);     // app/convert.cpp
+Command add_generate(CLI::App& program);    // app/generate.cpp
 Command add_calibrate(CLI::App& program);   // app/calibrate.cpp
 // The simulation runs in a second process of this program, with the same arguments (app/simulate.cpp).
 Command add_simulate(CLI::App& program, int argc, char** argv);

@@ -31,6 +31,7 @@
 #include "models/checkpointing.hpp"
 #include "models/diagnosis.hpp"
 #include "models/fusion.hpp"
+#include "models/generate.hpp"
 #include "models/optimizer.hpp"
 #include "models/optimizers.hpp"
 #include "models/preemption.hpp"
