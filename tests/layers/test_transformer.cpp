@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Transformer blocks (layers/transformer.hpp) and the tied head (layers/tied_linear.hpp) as parts, and the zoo's
 // transformer language models (models::transformer_lm) through the layers' API: gradients against central
-// differences and a float64 reference, the blocks as the composition of their layers, causality, the tile count, PyTorch's
-// names, and bad options and inputs refused at build with the values found and expected.
+// differences and a float64 reference, the blocks as the composition of their layers, causality, the tile count,
+// PyTorch's names, and bad options and inputs refused at build with the values found and expected.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -124,7 +124,8 @@ TEST(TransformerBlockTest, ForwardIsTheResidualCompositionOfItsLayers) {
         by_name.erase(p.name);
       }
     }
-    EXPECT_TRUE(by_name.empty()) << by_name.size() << " of the block's parameters left, e.g. " << by_name.begin()->first;
+    EXPECT_TRUE(by_name.empty()) << by_name.size() << " of the block's parameters left, e.g. "
+                                 << by_name.begin()->first;
     gelu.build({seq, d_ff});
 
     Tensor x({n, seq, d}, 2), y({n, seq, d}, 2);
@@ -208,6 +209,150 @@ TEST(TransformerBlockTest, RefusesBadOptionsNamingTheValues) {
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { block->build({5, 6}); },
                                            {"LayerNorm h.1.ln_1: input (5, 6), expected a last axis of "
                                             "normalized_shape=8"}));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// MultiHeadAttention's key-padding mask
+
+Tensor padding_mask(int n, int seq, int tiles, const std::vector<int>& padded_positions) {
+  std::vector<std::int32_t> m(static_cast<std::size_t>(n * seq), 0);
+  for (int i = 0; i < n; ++i) {
+    for (int p : padded_positions) m[static_cast<std::size_t>(i * seq + p)] = 1;
+  }
+  Tensor t({n, seq}, TensorOptions().dtype(DType::kInt32).tiles(tiles));
+  t.copy_from_values<std::int32_t>(m);
+  return t;
+}
+
+// Every parameter from U(-0.5, 0.5), the biases too.
+class RandomAttention : public MultiHeadAttention {
+ public:
+  using MultiHeadAttention::MultiHeadAttention;
+  void reset_parameters(Rng& rng) override {
+    for (Parameter* p : parameters()) init::uniform(p->value, -0.5f, 0.5f, rng);
+  }
+};
+
+TEST(KeyPaddingMaskTest, MaskedAttentionMatchesNumericalGradient) {
+  const Tensor mask = padding_mask(3, 5, 2, {1, 4});
+  RandomAttention full(MultiHeadAttentionOptions(6, 2));
+  full.set_key_padding_mask(&mask);
+  check_layer_gradients(full, {5, 6}, GradCheckOptions{.batch = 3, .tiles = 2});
+  RandomAttention causal(MultiHeadAttentionOptions(6, 3).causal(true).dropout(0.2).seed(3));
+  causal.set_key_padding_mask(&mask);
+  check_layer_gradients(causal, {5, 6}, GradCheckOptions{.batch = 3, .tiles = 2});
+}
+
+// Keys padded at the end: the other positions' outputs are those of the attention over the unpadded positions only.
+TEST(KeyPaddingMaskTest, PaddingAtTheEndIsTheShorterSequence) {
+  const int n = 2, seq = 7, kept = 4, e = 8;
+  RandomAttention attn(MultiHeadAttentionOptions(e, 2));
+  attn.build({seq, e});
+  Rng rng(6);
+  attn.reset_parameters(rng);
+  RandomAttention shorter(MultiHeadAttentionOptions(e, 2));
+  shorter.build({kept, e});
+  for (std::size_t k = 0; k < attn.parameters().size(); ++k) {
+    shorter.parameters()[k]->value.copy_from(attn.parameters()[k]->value.to_vector());
+  }
+  Tensor x({n, seq, e}, 2), y({n, seq, e}, 2), xs({n, kept, e}, 2), ys({n, kept, e}, 2);
+  fill_random(x, 8, -2.0f, 2.0f);
+  const auto xv = x.to_vector();
+  std::vector<float> head;
+  for (int i = 0; i < n; ++i) {
+    head.insert(head.end(), xv.begin() + i * seq * e, xv.begin() + (i * seq + kept) * e);
+  }
+  xs.copy_from(head);
+  const Tensor mask = padding_mask(n, seq, 2, {4, 5, 6});
+  attn.set_key_padding_mask(&mask);
+  attn.forward(x, y, PassContext{});
+  shorter.forward(xs, ys, PassContext{});
+  const auto yv = y.to_vector();
+  const auto ysv = ys.to_vector();
+  for (int i = 0; i < n; ++i) {
+    for (int s = 0; s < kept; ++s) {
+      for (int j = 0; j < e; ++j) {
+        EXPECT_NEAR(yv[static_cast<std::size_t>((i * seq + s) * e + j)],
+                    ysv[static_cast<std::size_t>((i * kept + s) * e + j)], 1e-6)
+            << "sample " << i << " position " << s;
+      }
+    }
+  }
+}
+
+// A padded key gets no attention: changing its input changes no other position's output; and no gradient: with no
+// gradient on its own output (its query), its input gradient is exactly zero. A query whose every key is padded or
+// (causal) in the future gets a zero context: its output is out_proj's bias.
+TEST(KeyPaddingMaskTest, APaddedKeyGetsNoAttentionAndNoGradient) {
+  const int n = 3, seq = 6, e = 4, padded = 0;
+  RandomAttention attn(MultiHeadAttentionOptions(e, 2).causal(true));
+  attn.build({seq, e});
+  Rng rng(2);
+  attn.reset_parameters(rng);
+  attn.prepare_tiles(3);
+  const Tensor mask = padding_mask(n, seq, 3, {padded, 3});
+  attn.set_key_padding_mask(&mask);
+  Tensor x({n, seq, e}, 3), y({n, seq, e}, 3), changed({n, seq, e}, 3), y2({n, seq, e}, 3);
+  fill_random(x, 1);
+  auto xv = x.to_vector();
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < e; ++j) xv[static_cast<std::size_t>((i * seq + 3) * e + j)] += 4.0f;
+  }
+  changed.copy_from(xv);
+  attn.forward(x, y, PassContext{});
+  attn.forward(changed, y2, PassContext{});
+  const auto a = y.to_vector();
+  const auto b = y2.to_vector();
+  const auto bias = attn.parameters()[3]->value.to_vector();
+  for (int i = 0; i < n; ++i) {
+    for (int s = 0; s < seq; ++s) {
+      for (int j = 0; j < e; ++j) {
+        const std::size_t k = static_cast<std::size_t>((i * seq + s) * e + j);
+        if (s != 3) EXPECT_EQ(std::bit_cast<std::uint32_t>(a[k]), std::bit_cast<std::uint32_t>(b[k])) << i << " " << s;
+        if (s == padded) EXPECT_EQ(a[k], bias[static_cast<std::size_t>(j)]) << "sample " << i;
+      }
+    }
+  }
+  Tensor dy({n, seq, e}, 3), dx({n, seq, e}, 3);
+  {
+    auto g = dy.write();
+    Rng r(4);
+    for (int i = 0; i < n; ++i) {
+      for (int s = 0; s < seq; ++s) {
+        for (int j = 0; j < e; ++j) g[(i * seq + s) * e + j] = s == 3 ? 0.0f : r.uniform(-1.0f, 1.0f);
+      }
+    }
+  }
+  attn.forward(x, y, PassContext{});
+  attn.backward(x, y, dy, &dx, PassContext{});
+  const auto g = dx.to_vector();
+  for (int i = 0; i < n; ++i) {
+    for (int s = 0; s < seq; ++s) {
+      double magnitude = 0.0;
+      for (int j = 0; j < e; ++j) magnitude += std::abs(g[static_cast<std::size_t>((i * seq + s) * e + j)]);
+      // Position 0 is a padded key and its query sees no key: its input reaches nothing.
+      if (s == 3 || s == padded) {
+        EXPECT_EQ(magnitude, 0.0) << "sample " << i << " position " << s;
+      } else {
+        EXPECT_GT(magnitude, 0.0) << "sample " << i << " position " << s;
+      }
+    }
+  }
+}
+
+TEST(KeyPaddingMaskTest, RefusesAMaskOfAnotherShapeOrType) {
+  MultiHeadAttention attn(MultiHeadAttentionOptions(4, 2));
+  attn.set_name("attn");
+  attn.build({5, 4});
+  Tensor x({2, 5, 4}), y({2, 5, 4});
+  const Tensor short_mask = padding_mask(2, 4, 1, {0});
+  attn.set_key_padding_mask(&short_mask);
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { attn.forward(x, y, PassContext{}); },
+                                           {"attn: key_padding_mask (2, 4), expected (2, 5) (batch, seq)"}));
+  const Tensor float_mask({2, 5});
+  attn.set_key_padding_mask(&float_mask);
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { attn.forward(x, y, PassContext{}); },
+                                           {"attn: key_padding_mask (2, 5) is float32, expected int32"}));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -307,7 +452,8 @@ struct Pass {
 };
 
 // A forward pass of `ids` ([n, context]) and, with dlogits_seed, a backward pass from random logit gradients.
-Pass run(Sequential& model, std::int64_t n, int tiles, const std::vector<std::int32_t>& ids, std::uint64_t dlogits_seed) {
+Pass run(Sequential& model, std::int64_t n, int tiles, const std::vector<std::int32_t>& ids,
+         std::uint64_t dlogits_seed) {
   std::vector<Tensor> acts, grads;
   model.allocate(n, tiles, acts, &grads, Storage::kTransient);
   acts[0].copy_from_values<std::int32_t>(ids);
