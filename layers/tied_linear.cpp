@@ -25,6 +25,12 @@ Shape TiedLinear::build(const Shape& in) {
                                       "of {})",
                                       name(), to_string(in), e.dim_, embedding_->name()));
   }
+  // A second head would overwrite the first one's gradient (each head's tile 0 writes it).
+  if (embedding_->weight_shared()) {
+    throw InvalidArgument(fmt::format("TiedLinear {}: Embedding {} is already tied to another head, expected one head "
+                                      "per table",
+                                      name(), embedding_->name()));
+  }
   embedding_->share_weight();
   Shape out = in;
   out.back() = e.num_;

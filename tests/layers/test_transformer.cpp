@@ -425,7 +425,7 @@ TEST(TiedLinearTest, TheTableGetsTheHeadsAndTheLookupsGradientsInAFixedOrder) {
   }
 }
 
-TEST(TiedLinearTest, RefusesAnUnbuiltTableAndAWidthOtherThanTheTables) {
+TEST(TiedLinearTest, RefusesAnUnbuiltTableAWidthOtherThanTheTablesAndASecondHead) {
   Embedding table(EmbeddingOptions(10, 8));
   table.set_name("wte");
   TiedLinear head(table);
@@ -437,6 +437,12 @@ TEST(TiedLinearTest, RefusesAnUnbuiltTableAndAWidthOtherThanTheTables) {
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { head.build({4, 6}); },
                                            {"TiedLinear lm_head: input (4, 6), expected a last axis of "
                                             "embedding_dim=8 (the table of wte)"}));
+  EXPECT_EQ(head.build({4, 8}), (Shape{4, 10}));
+  TiedLinear second(table);
+  second.set_name("other_head");
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { second.build({4, 8}); },
+                                           {"TiedLinear other_head: Embedding wte is already tied to another head, "
+                                            "expected one head per table"}));
   Embedding unbuilt(EmbeddingOptions(3, 2));
   unbuilt.set_name("emb");
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)unbuilt.weight(); },
