@@ -585,6 +585,15 @@ TEST(GptTinyTest, GptCharIsInitialisedAsGpt2) {
   }
 }
 
+// ModelOptions' classes is a language model's vocabulary: the table, and the tied head's outputs.
+TEST(GptTinyTest, ClassesSizeTheVocabulary) {
+  Sequential model = models::gpt_tiny(models::ModelOptions().classes(100));
+  model.build({16}, 1);
+  EXPECT_EQ(model.output_shape(), (Shape{16, 100}));
+  EXPECT_EQ(model.named_parameters()[0].parameter->value.shape(), (Shape{100, 32}));
+  EXPECT_EQ(model.parameter_count(), 34'176 - 156 * 32);
+}
+
 TEST(GptTinyTest, RefusesAContextLongerThanThePositionsAndBadSizes) {
   Sequential model = models::gpt_tiny();
   EXPECT_TRUE(throws_with<InvalidArgument>([&] { model.build({17}, 1); },
