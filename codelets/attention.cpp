@@ -17,12 +17,16 @@ struct AttentionArgs {
   int dropout;             // 0: no attention dropout
 };
 
-// Buffers: qkv, probs, ctx.
+// Buffers: qkv, probs, ctx, then the key-padding mask when Masked.
+enum class Masked { kNo, kYes };
+
+template <Masked M>
 void attention_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
+  const std::int32_t* padded = M == Masked::kYes ? runtime::vector_ptr_as<const std::int32_t>(buffers[3]) : nullptr;
   kernels::cpu::attention_fwd(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
                               runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                              runtime::vector_ptr(buffers[2]));
+                              runtime::vector_ptr(buffers[2]), padded);
 }
 
 // Buffers: qkv, probs, dctx, dqkv.
@@ -35,8 +39,10 @@ void attention_bwd_data_cpu(void** buffers, void* cl_arg) {
 
 // CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers. Footprints from the data
 // sizes only: the arguments carry the step, which would make every task a new history.
-runtime::Codelet cl_attention_fwd("attention_fwd", runtime::guarded<attention_fwd_cpu>,
+runtime::Codelet cl_attention_fwd("attention_fwd", runtime::guarded<attention_fwd_cpu<Masked::kNo>>,
                                   {STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
+runtime::Codelet cl_attention_fwd_masked("attention_fwd_masked", runtime::guarded<attention_fwd_cpu<Masked::kYes>>,
+                                         {STARPU_R, STARPU_W, STARPU_W, STARPU_R}, runtime::Footprint::kData);
 runtime::Codelet cl_attention_bwd_data("attention_bwd_data", runtime::guarded<attention_bwd_data_cpu>,
                                        {STARPU_R, STARPU_R, STARPU_R, STARPU_W}, runtime::Footprint::kData);
 
@@ -69,12 +75,26 @@ double flops(const AttentionShape& a, std::int64_t n) {
 }  // namespace
 
 void submit_attention_fwd(const TaskTag& tag, const AttentionShape& a, const DropoutDraw* drop, const Tensor& qkv,
-                          Tensor& probs, Tensor& ctx, int tile) {
+                          Tensor& probs, Tensor& ctx, int tile, const Tensor* key_padding) {
   check_shapes(tag, a, qkv, probs, ctx);
   const AttentionArgs args = args_for(a, drop, qkv, tile);
   std::string name;
-  runtime::submit_task(cl_attention_fwd, task_info(tag, "fwd", tile, flops(a, args.n), name),
-                       {rd(qkv.tile(tile)), wr(probs.tile(tile)), wr(ctx.tile(tile))}, args);
+  const runtime::TaskInfo info = task_info(tag, "fwd", tile, flops(a, args.n), name);
+  if (key_padding == nullptr) {
+    runtime::submit_task(cl_attention_fwd, info, {rd(qkv.tile(tile)), wr(probs.tile(tile)), wr(ctx.tile(tile))},
+                         args);
+    return;
+  }
+  check_dtype(tag, *key_padding, DType::kInt32, "key_padding_mask");
+  if (key_padding->shape().size() != 2 || key_padding->shape()[0] != qkv.shape()[0] ||
+      key_padding->shape()[1] != a.seq) {
+    throw InvalidArgument(fmt::format("{}: key_padding_mask {}, expected ({}, {}) (batch, seq)", tag.layer,
+                                      to_string(key_padding->shape()), qkv.shape()[0], a.seq));
+  }
+  check_same_tiling(tag, qkv, *key_padding);
+  runtime::submit_task(cl_attention_fwd_masked, info,
+                       {rd(qkv.tile(tile)), wr(probs.tile(tile)), wr(ctx.tile(tile)), rd(key_padding->tile(tile))},
+                       args);
 }
 
 void submit_attention_bwd_data(const TaskTag& tag, const AttentionShape& a, const DropoutDraw* drop,

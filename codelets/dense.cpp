@@ -95,6 +95,30 @@ runtime::Codelet cl_dense_bwd_weights_nobias("dense_bwd_weights_nobias",
                                              DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda<Bias::kWithout>>),
                                              {STARPU_R, STARPU_R, STARPU_W});
 
+struct InOrderArgs {
+  int groups;  // samples of the tile
+  int rows;    // GEMM rows of a sample (its positions)
+  int in;
+  int out;
+  int accumulate;
+};
+
+// Buffers: x, dy, dw.
+void dense_bwd_weights_in_order_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<InOrderArgs>(cl_arg);
+  kernels::cpu::dense_bwd_weights_in_order(a.groups, a.rows, a.in, a.out, runtime::vector_ptr(buffers[0]),
+                                           runtime::vector_ptr(buffers[1]), a.accumulate,
+                                           runtime::vector_ptr(buffers[2]));
+}
+
+// Tile 0 writes the gradient (a transient one has no value before), the next tiles read and add.
+runtime::Codelet cl_dense_bwd_weights_in_order("dense_bwd_weights_in_order",
+                                               runtime::guarded<dense_bwd_weights_in_order_cpu>,
+                                               {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_in_order_add("dense_bwd_weights_in_order_add",
+                                                   runtime::guarded<dense_bwd_weights_in_order_cpu>,
+                                                   {STARPU_R, STARPU_R, STARPU_RW});
+
 // The GEMM's rows: every position of every sample of the tile (Dense works on the last axis).
 int gemm_rows(const Tensor& x, std::int64_t in, int tile) {
   return static_cast<int>(x.tile_range(tile).count * (x.row_elements() / in));
@@ -137,6 +161,24 @@ void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor&
   std::string name;
   runtime::submit_task(db_tiles != nullptr ? cl_dense_bwd_weights : cl_dense_bwd_weights_nobias,
                        task_info(tag, "bwd_weights", tile, 2.0 * a.n * a.in * a.out, name), data, a);
+}
+
+void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, int tile) {
+  check_same_tiling(tag, x, dy);
+  const std::int64_t in = dw.shape()[1];
+  const std::int64_t out = dw.shape()[0];
+  const InOrderArgs a{static_cast<int>(x.tile_range(tile).count), static_cast<int>(x.row_elements() / in),
+                      static_cast<int>(in), static_cast<int>(out), tile > 0 ? 1 : 0};
+  std::string name;
+  const runtime::TaskInfo info =
+      task_info(tag, "bwd_weights", tile, 2.0 * a.groups * a.rows * static_cast<double>(in) * out, name);
+  if (a.accumulate == 0) {
+    runtime::submit_task(cl_dense_bwd_weights_in_order, info, {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw.handle())},
+                         a);
+  } else {
+    runtime::submit_task(cl_dense_bwd_weights_in_order_add, info,
+                         {rd(x.tile(tile)), rd(dy.tile(tile)), rdwr(dw.handle())}, a);
+  }
 }
 
 }  // namespace dtnn::codelets

@@ -17,4 +17,10 @@ void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w
 void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw_tiles,
                               Tensor* db_tiles, int tile);
 
+// dw[out, in] = the sum over the samples of the batch, in batch order, of dy[sample]^T * x[sample]: tile 0 writes dw,
+// each next tile adds its samples to what the one before left, so the tiles must be submitted in order. The bits do
+// not depend on the tile count (a weight shared with a layer that accumulates onto it the same way: a tied head).
+// CPU bodies only.
+void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, int tile);
+
 }  // namespace dtnn::codelets

@@ -69,8 +69,9 @@ void submit_embedding_fwd(const TaskTag& tag, const Tensor& ids, const Tensor& w
 }
 
 void submit_embedding_bwd_weights(const TaskTag& tag, const Tensor& ids, const Tensor& dy, int padding_idx,
-                                  Tensor& dw, int tile) {
-  const EmbeddingArgs a = args_for(tag, ids, dw, dy, padding_idx, tile);
+                                  Tensor& dw, int tile, int onto_existing) {
+  EmbeddingArgs a = args_for(tag, ids, dw, dy, padding_idx, tile);
+  if (onto_existing != 0) a.accumulate = 1;
   std::string name;
   const runtime::TaskInfo info = task_info(tag, "bwd_weights", tile, static_cast<double>(a.rows) * a.dim, name);
   if (a.accumulate == 0) {

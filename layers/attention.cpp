@@ -121,7 +121,8 @@ void MultiHeadAttention::forward(const Tensor& x, Tensor& y, const PassContext& 
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_dense_fwd({in_name, ctx.priority}, x, in_weight_->value, in_bias_ ? &in_bias_->value : nullptr,
                                qkv, t, 0);
-    codelets::submit_attention_fwd({name(), ctx.priority}, a, drop ? &*drop : nullptr, qkv, probs, context, t);
+    codelets::submit_attention_fwd({name(), ctx.priority}, a, drop ? &*drop : nullptr, qkv, probs, context, t,
+                                   key_padding_);
     codelets::submit_dense_fwd({out_name, ctx.priority}, context, out_weight_->value,
                                out_bias_ ? &out_bias_->value : nullptr, y, t, 0);
   }

@@ -32,7 +32,8 @@ struct MultiHeadAttentionOptions {
 // in_proj_weight [3E, E] (q, k, v stacked), in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E]. Per batch
 // tile and pass: the in-projection (a Dense task), the attention of every head (one task, probabilities
 // [n, heads, seq, seq] kept for backward) and the out-projection (a Dense task); weight gradients are per-tile
-// partials summed in tile order. No key-padding mask yet.
+// partials summed in tile order. A key-padding mask (set_key_padding_mask) hides padded keys as PyTorch's
+// key_padding_mask does.
 class MultiHeadAttention : public Layer {
  public:
   explicit MultiHeadAttention(MultiHeadAttentionOptions options);
@@ -43,6 +44,11 @@ class MultiHeadAttention : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const MultiHeadAttentionOptions& options() const { return options_; }
+  // PyTorch's key_padding_mask, a per-batch input like x: int32 [n, seq] tiled as x, nonzero where a key is padding.
+  // The forward passes submitted from now on give padded keys probability 0 from every query, so they receive no
+  // attention and, through the kept probabilities, no gradient; a query left without keys gets a zero context
+  // (PyTorch: NaN). The caller keeps the tensor alive until those passes' tasks are done; null: no mask.
+  void set_key_padding_mask(const Tensor* mask) { key_padding_ = mask; }
 
  private:
   enum Scratch { kQkv = 0, kProbs, kContext, kContextGrad, kQkvGrad };
@@ -54,6 +60,7 @@ class MultiHeadAttention : public Layer {
   Parameter* in_bias_ = nullptr;
   Parameter* out_weight_ = nullptr;
   Parameter* out_bias_ = nullptr;
+  const Tensor* key_padding_ = nullptr;
 };
 
 }  // namespace dtnn

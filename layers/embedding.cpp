@@ -31,6 +31,7 @@ Embedding::Embedding(EmbeddingOptions options) : options_(options) {
 std::string Embedding::describe() const {
   std::string s = fmt::format("{} x {}", options_.num_, options_.dim_);
   if (padding_row_ >= 0) s += fmt::format(", padding_idx {}", padding_row_);
+  if (shared_ != 0) s += ", tied";
   return s;
 }
 
@@ -43,6 +44,14 @@ Shape Embedding::build(const Shape& in) {
   Shape out = in;
   out.push_back(options_.dim_);
   return record_shapes(in, out);
+}
+
+Parameter& Embedding::weight() {
+  if (weight_ == nullptr) {
+    throw InvalidArgument(fmt::format("Embedding {}: its table was asked for before build(), expected a built layer",
+                                      name()));
+  }
+  return *weight_;
 }
 
 void Embedding::reset_parameters(Rng& rng) {
@@ -66,7 +75,7 @@ void Embedding::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
   const codelets::TaskTag tag{name(), ctx.priority};
   // In tile order, each task adding to the gradient the last one wrote: no partial tables, no tile sum.
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_embedding_bwd_weights(tag, x, dy, padding_row_, weight_->grad, t);
+    codelets::submit_embedding_bwd_weights(tag, x, dy, padding_row_, weight_->grad, t, shared_);
   }
 }
 

@@ -36,10 +36,18 @@ class Embedding : public Layer {
   [[nodiscard]] const EmbeddingOptions& options() const { return options_; }
   // padding_idx as an index into the table, -1 without one.
   [[nodiscard]] int padding_row() const { return padding_row_; }
+  // The table (after build), for a layer that shares it (TiedLinear).
+  [[nodiscard]] Parameter& weight();
+  // A tied head reads the table and writes its gradient in its own backward pass, which comes before this layer's
+  // (a model runs backward from its last layer): from now on every tile of this layer adds the lookup's gradient to
+  // what the head left, in tile order, instead of tile 0 overwriting it.
+  void share_weight() { shared_ = 1; }
+  [[nodiscard]] int weight_shared() const { return shared_; }
 
  private:
   EmbeddingOptions options_;
   int padding_row_ = -1;
+  int shared_ = 0;
   Parameter* weight_ = nullptr;
 };
 

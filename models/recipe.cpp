@@ -59,6 +59,11 @@ io::TrainTest load_data(const DataOptions& o, const models::ModelInfo& model, st
                         std::uint64_t seed) {
   if (o.dataset == "synthetic") {
     const auto& in = model.input;
+    if (in.size() != 3) {
+      throw InvalidArgument(fmt::format("--dataset synthetic: model {} takes {} per sample, expected an image model "
+                                        "(C, H, W): synthetic images have no token ids",
+                                        model.name, to_string(in)));
+    }
     const auto n = static_cast<int>(o.synthetic_samples);
     return {io::synthetic_dataset(n, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
                                   model.classes, seed),

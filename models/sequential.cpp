@@ -34,6 +34,14 @@ Sequential& Sequential::fusion(bool enabled) {
   return *this;
 }
 
+Sequential& Sequential::initializer(Initializer init) {
+  if (built_) {
+    throw InvalidArgument("Sequential: initializer() after build(), expected it before build()");
+  }
+  initializer_ = std::move(init);
+  return *this;
+}
+
 void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
   if (built_) {
     throw InvalidArgument("Sequential: build() called twice");
@@ -53,7 +61,11 @@ void Sequential::build(const Shape& sample_input, std::uint64_t seed) {
   }
   for (auto& layer : layers_) {
     shape = layer->build(shape);
-    layer->reset_parameters(rng);
+    if (initializer_) {
+      initializer_(*layer, rng);
+    } else {
+      layer->reset_parameters(rng);
+    }
   }
   built_ = true;
   if (fusion_) {

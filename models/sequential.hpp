@@ -36,6 +36,11 @@ class Sequential {
   // residual block's BatchNorm, Add and ReLU into one pass); false: every layer runs its own tasks (the unfused
   // reference). Fusion changes no result bit and no name.
   Sequential& fusion(bool enabled);
+  // How build() initialises each top-level layer's parameters (children included) instead of the layers' own
+  // defaults (Layer::reset_parameters): a model-wide scheme such as GPT-2's, which depends on a parameter's role in
+  // the model (its full name) rather than on its layer's type. Called once per layer, in order, with the build's Rng.
+  using Initializer = std::function<void(Layer&, Rng&)>;
+  Sequential& initializer(Initializer init);
   [[nodiscard]] bool fusion() const { return fusion_; }
   // Infers every shape from the per-sample input shape, creates the parameters, initialises them from seed, then
   // fuses passes (fusion()).
@@ -80,6 +85,7 @@ class Sequential {
   Shape input_shape_;
   bool built_ = false;
   bool fusion_ = true;
+  Initializer initializer_;
 };
 
 }  // namespace dtnn

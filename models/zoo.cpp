@@ -151,6 +151,14 @@ const std::vector<ModelInfo>& registry() {
        with_defaults<mobilenetv1>},
       {"mobilenetv1_cifar10", "MobileNet v1 for CIFAR-10 (kuangliu)", kCifarInput, kCifar,
        with_defaults<mobilenetv1_cifar10>},
+      {"gpt_tiny", "2-layer pre-LN GPT for the tests (d_model 32, 2 heads, context 16, bytes, tied head)", {16}, 256,
+       with_defaults<gpt_tiny>},
+      {"gpt_char", "character-level GPT: 4 pre-LN layers, d_model 256, 4 heads, context 256, bytes", {256}, 256,
+       with_defaults<gpt_char>},
+      {"gpt2_small", "GPT-2 small (124M): 12 layers, d_model 768, 12 heads, context 1024, tied head", {1024}, 50257,
+       with_defaults<gpt2_small>},
+      {"bert_medium", "BERT-medium (PyDTNN's sizes): 8 post-LN layers, d_model 512, 8 heads, context 512", {512},
+       30522, with_defaults<bert_medium>},
   };
   return models;
 }

@@ -96,11 +96,47 @@ Sequential mobilenetv1(const ModelOptions& options = {});
 // kuangliu/pytorch-cifar's MobileNet: stride 1 stem and one stride fewer, 3x32x32.
 Sequential mobilenetv1_cifar10(const ModelOptions& options = {});
 
+// ---- Transformer language models (issue 38): int32 token ids (context) in, logits (context, vocabulary) out ----
+// tools/gpt_reference.py is the PyTorch module of the same parameter names, shapes and count for each of them.
+struct TransformerLmOptions {
+  std::int64_t vocabulary = 256;
+  std::int64_t context = 256;  // the learned positional table's length: the longest sequence the model takes
+  std::int64_t d_model = 256;
+  std::int64_t num_heads = 4;
+  std::int64_t layers = 4;
+  std::int64_t d_ff = 0;  // 0: 4 d_model
+  double dropout = 0.0;   // embeddings, attention probabilities, residual branches
+  bool tied = false;      // the head's weight is wte's (TiedLinear), else lm_head.weight [vocabulary, d_model]
+  bool causal = true;
+  bool norm_first = true;  // pre-LN with a final ln_f (GPT-2); false: post-LN with emb_ln after the embeddings (BERT)
+  std::string activation = "gelu_tanh";
+  double eps = 1e-5;
+};
+// wte (Embedding), wpe (learned PositionalEncoding), [emb_ln,] [drop,] h.0 ... h.{layers-1} (transformer_block),
+// [ln_f,] lm_head. Initialised as GPT-2 (and BERT): every weight matrix and table N(0, 0.02), biases 0, LayerNorm 1
+// and 0; with norm_first, the residual projections (attn.out_proj.weight, mlp.c_proj.weight) N(0, 0.02 / sqrt(2
+// layers)) as GPT-2's paper. classes in ModelOptions replaces the vocabulary.
+Sequential transformer_lm(const TransformerLmOptions& options);
+// For the tests: 2 pre-LN layers, d_model 32, 2 heads, d_ff 128, context 16, vocabulary 256, tied head.
+Sequential gpt_tiny(const ModelOptions& options = {});
+// The character-level model: 4 pre-LN layers, d_model 256, 4 heads, d_ff 1024, context 256, vocabulary 256 (bytes),
+// GELU (tanh), final LayerNorm, untied head, dropout 0 (so that it trains as PyTorch's module does, step for step).
+Sequential gpt_char(const ModelOptions& options = {});
+// GPT-2 small (Radford et al. 2019; HuggingFace's gpt2): 12 layers, 12 heads, d_model 768, d_ff 3072, context 1024,
+// vocabulary 50257, tied head, dropout 0.1: 124,439,808 parameters.
+Sequential gpt2_small(const ModelOptions& options = {});
+// PyDTNN's BERT-medium encoder (pydtnn/models/bert.py: 8 encoders, d_model 512, 8 heads, d_ff 2048, dropout 0.1,
+// sequences of 512, on inputs that are already embeddings) with BERT's input side and head (google-research/bert's
+// BERT-Medium, uncased_L-8_H-512_A-8): WordPiece vocabulary 30522, learned positions 512, embedding LayerNorm
+// (eps 1e-12 as BERT), post-LN blocks, exact GELU, no causal mask, head tied to the word embeddings. Neither token
+// type embeddings nor the MLM head's transform.
+Sequential bert_medium(const ModelOptions& options = {});
+
 struct ModelInfo {
   std::string name;
   std::string description;
-  Shape input;  // per sample, (C, H, W)
-  int classes;
+  Shape input;  // per sample: (C, H, W) of an image model; (context) token ids of a language model
+  int classes;  // a language model's vocabulary
   std::function<Sequential()> make;
 };
 

@@ -33,10 +33,31 @@ void drop_probabilities(const DropoutParams& drop, std::int64_t row, int h, dim_
   }
 }
 
+// Each row of p (scores) becomes the softmax over its keys that are neither padded nor (causal) after the query;
+// the others get 0, and a row with none left is all 0.
+void softmax_unpadded_keys(const AttentionShape& a, dim_t s, const std::int32_t* padded, float* p) {
+  for (dim_t r = 0; r < s; ++r) {
+    float* pr = p + r * s;
+    const dim_t keys = a.causal ? r + 1 : s;
+    float m = -std::numeric_limits<float>::infinity();
+    for (dim_t c = 0; c < keys; ++c) {
+      if (padded[c] == 0) m = pr[c] > m ? pr[c] : m;
+    }
+    double sum = 0.0;
+    for (dim_t c = 0; c < keys; ++c) {
+      pr[c] = padded[c] == 0 ? std::exp(pr[c] - m) : 0.0f;
+      sum += pr[c];
+    }
+    const float inv = sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    for (dim_t c = 0; c < keys; ++c) pr[c] *= inv;
+    for (dim_t c = keys; c < s; ++c) pr[c] = 0.0f;
+  }
+}
+
 }  // namespace
 
 void attention_fwd(const AttentionShape& a, int n, std::int64_t first_row, const DropoutParams* drop,
-                   const float* qkv, float* probs, float* ctx) {
+                   const float* qkv, float* probs, float* ctx, const std::int32_t* key_padding) {
   const dim_t s = a.seq;
   const dim_t d = a.head_dim;
   const dim_t e = static_cast<dim_t>(a.heads) * d;
@@ -52,7 +73,10 @@ void attention_fwd(const AttentionShape& a, int n, std::int64_t first_row, const
       float* p = probs + (static_cast<std::size_t>(i) * a.heads + h) * static_cast<std::size_t>(s * s);
       // p = scale q k^T; k^T through swapped strides.
       sgemm(s, s, d, a.scale, q, row, 1, k, 1, row, p, s, 1);
-      for (dim_t r = 0; r < s; ++r) {
+      if (key_padding != nullptr) {
+        softmax_unpadded_keys(a, s, key_padding + static_cast<std::size_t>(i) * static_cast<std::size_t>(s), p);
+      }
+      for (dim_t r = 0; r < s && key_padding == nullptr; ++r) {
         float* pr = p + r * s;
         const dim_t keys = a.causal ? r + 1 : s;
         float m = pr[0];

@@ -86,4 +86,22 @@ void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, 
   }
 }
 
+void dense_bwd_weights_in_order(int groups, int rows, int in, int out, const float* x, const float* dy, int accumulate,
+                                float* dw) {
+  if (out <= 0 || in <= 0) {
+    return;
+  }
+  const auto cols = static_cast<std::size_t>(out);
+  if (accumulate == 0) {
+    std::fill_n(dw, cols * static_cast<std::size_t>(in), 0.0f);
+  }
+  if (rows <= 0) {
+    return;
+  }
+  for (std::size_t g = 0; g < static_cast<std::size_t>(std::max(groups, 0)); ++g) {
+    const std::size_t first = g * static_cast<std::size_t>(rows);
+    sgemm(out, in, rows, dy + first * cols, 1, out, x + first * static_cast<std::size_t>(in), in, 1, 1.0f, dw, in);
+  }
+}
+
 }  // namespace dtnn::kernels::cpu

@@ -163,8 +163,10 @@ void positional_bwd_weights(int n, int seq, int dim, int max_len, const float* d
 // 0), ctx = dropout(probs) v. qkv [n, seq, 3E]; probs [n, heads, seq, seq] (kept for backward, before dropout);
 // ctx [n, seq, E]. drop (null: none) drops probability (h, r, c) of sample first_row + i by dropout_draw's element
 // (h seq + r) seq + c, so that neither the tile count nor the pass (backward draws it again) changes a mask.
+// key_padding (null: none) [n, seq]: a nonzero entry is a padded key, which gets probability 0 from every query (and
+// so, in backward, no gradient); a query left with no key gets probabilities 0 and a zero context (PyTorch: NaN).
 void attention_fwd(const AttentionShape& a, int n, std::int64_t first_row, const DropoutParams* drop,
-                   const float* qkv, float* probs, float* ctx);
+                   const float* qkv, float* probs, float* ctx, const std::int32_t* key_padding = nullptr);
 // From dctx [n, seq, E], with m the dropout's scale-or-0 mask (1 without dropout): dv = (probs m)^T dctx,
 // dp = (dctx v^T) m, ds = probs * (dp - rowsum(dp * probs)) * scale, dq = ds k, dk = ds^T q, written side by side
 // into dqkv [n, seq, 3E] (overwritten).

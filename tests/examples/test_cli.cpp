@@ -785,6 +785,11 @@ TEST(CliTest, ModelsAndSummaryList) {
   const CliRun summary = dtnn("summary simplecnn");
   EXPECT_EQ(summary.status, 0) << summary.output;
   EXPECT_NE(summary.output.find("Total parameters: 421,642"), std::string::npos) << summary.output;
+  // A language model: tools/gpt_reference.py --model gpt_char counts the same.
+  const CliRun gpt = dtnn("summary gpt_char");
+  EXPECT_EQ(gpt.status, 0) << gpt.output;
+  EXPECT_NE(gpt.output.find("Total parameters: 3,356,160"), std::string::npos) << gpt.output;
+  EXPECT_NE(gpt.output.find("h.3.mlp.c_proj"), std::string::npos) << gpt.output;
 }
 
 }  // namespace

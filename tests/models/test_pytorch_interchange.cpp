@@ -11,6 +11,7 @@
 
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
+#include "layers/init.hpp"
 #include "models/checkpointing.hpp"
 #include "models/optimizers.hpp"
 #include "models/zoo.hpp"
@@ -21,8 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Asked once per process: importing torch takes seconds.
 int python_has_torch_and_h5py() {
-  return std::system("/usr/bin/python3 -c 'import torch, h5py' > /dev/null 2>&1") == 0;
+  static const int available = std::system("/usr/bin/python3 -c 'import torch, h5py' > /dev/null 2>&1") == 0;
+  return available;
 }
 
 void write_floats(const fs::path& file, const std::vector<float>& v) {
@@ -78,6 +81,93 @@ TEST(PytorchInterchangeTest, Resnet18Cifar10GivesTheSameLogitsInPyTorch) {
   back.build(info.input, 99);
   restore_checkpoint(io::load_checkpoint(dir / "back.h5"), back, nullptr, dir / "back.h5");
   EXPECT_EQ(back.weights_checksum(), model.weights_checksum());
+  fs::remove_all(dir);
+}
+
+std::vector<double> read_doubles(const fs::path& file, std::size_t count) {
+  std::vector<double> v(count);
+  std::ifstream in(file, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(double)));
+  return v;
+}
+
+// A transformer language model exported by dtnn gives PyTorch's logits (tools/gpt_reference.py's TransformerLM in
+// float64, the checkpoint's entries loaded strictly: the same names and shapes) to 1e-5 of the largest logit:
+// gpt_tiny (pre-LN, causal, GELU tanh, tied head) and a post-LN model (BERT's layout: emb_ln, no causal mask, exact
+// GELU, untied head). The weights are drawn wide (U(-0.5, 0.5), LayerNorm's around 1) so that every part moves the
+// logits. One Python process for both (importing torch takes seconds).
+TEST(PytorchInterchangeTest, TransformerLanguageModelsGiveTheSameLogitsInPyTorch) {
+  if (!python_has_torch_and_h5py()) DTNN_SKIP_UNLESS_STRICT("/usr/bin/python3 cannot import torch and h5py");
+  const fs::path dir = fs::temp_directory_path() / ("dtnn-torch-lm-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  models::TransformerLmOptions post;
+  post.vocabulary = 13;
+  post.context = 7;
+  post.d_model = 12;
+  post.num_heads = 3;
+  post.layers = 2;
+  post.d_ff = 20;
+  post.causal = false;
+  post.norm_first = false;
+  post.activation = "gelu";
+  struct Case {
+    std::string name;
+    Sequential model;
+    std::string config;
+    std::int64_t seq;
+    std::int64_t vocabulary;
+    std::vector<float> logits;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"gpt_tiny", models::gpt_tiny(),
+                   R"({"vocabulary": 256, "context": 16, "d_model": 32, "num_heads": 2, "layers": 2, "d_ff": 128,
+                       "tied": true})",
+                   16, 256, {}});
+  cases.push_back({"post_ln", models::transformer_lm(post),
+                   R"({"vocabulary": 13, "context": 7, "d_model": 12, "num_heads": 3, "layers": 2, "d_ff": 20,
+                       "causal": false, "norm_first": false, "activation": "gelu"})",
+                   6, 13, {}});
+  const std::int64_t n = 3;
+  std::string json = "[";
+  for (Case& c : cases) {
+    c.model.build({c.seq}, 5);
+    Rng rng(9);
+    for (const NamedParameter& p : c.model.named_parameters()) {
+      const bool norm_weight = p.name.find("ln") != std::string::npos && p.name.ends_with("weight");
+      init::uniform(p.parameter->value, norm_weight ? 0.5f : -0.5f, norm_weight ? 1.5f : 0.5f, rng);
+    }
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(n * c.seq));
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 37 + 5) % c.vocabulary);
+    std::vector<Tensor> acts;
+    c.model.allocate(n, 2, acts, nullptr);
+    acts[0].copy_from_values<std::int32_t>(ids);
+    c.model.forward(acts, PassContext{0, 0});
+    c.logits = acts.back().to_vector();
+    const fs::path base = dir / c.name;
+    io::save_checkpoint(base.string() + ".h5", capture_checkpoint(c.model, nullptr, CheckpointMeta{c.name}));
+    {
+      std::ofstream out(base.string() + ".i32", std::ios::binary);
+      out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 4));
+    }
+    json += std::string(json.size() > 1 ? "," : "") + R"({"checkpoint": ")" + base.string() + R"(.h5", "config": )" +
+            c.config + R"(, "ids": ")" + base.string() + R"(.i32", "n": )" + std::to_string(n) + R"(, "seq": )" +
+            std::to_string(c.seq) + R"(, "output": ")" + base.string() + R"(.f64"})";
+  }
+  json += "]";
+  const std::string src = DTNN_SOURCE_DIR;
+  ASSERT_EQ(run("/usr/bin/python3 " + src + "/tests/python/transformer_lm_logits.py '" + json + "'"), 0);
+  for (const Case& c : cases) {
+    const auto theirs = read_doubles(dir / (c.name + ".f64"), c.logits.size());
+    double worst = 0.0, largest = 0.0;
+    for (std::size_t i = 0; i < c.logits.size(); ++i) {
+      worst = std::max(worst, std::abs(double(c.logits[i]) - theirs[i]));
+      largest = std::max(largest, std::abs(theirs[i]));
+    }
+    EXPECT_GT(largest, 0.5) << c.name;
+    EXPECT_LE(worst, 1e-5 * largest) << c.name << ": largest logit " << largest;
+    std::printf("%s: max |logit difference| dtnn vs PyTorch (float64) = %.3g, largest |logit| %.3g\n", c.name.c_str(),
+                worst, largest);
+  }
   fs::remove_all(dir);
 }
 
