@@ -401,7 +401,9 @@ TEST_P(ZooStepTest, BuildsAsItsReferenceAndOneStepChangesEveryParameterAlikeOnOn
   EXPECT_TRUE(std::isfinite(one.loss)) << one.loss;
   EXPECT_GT(one.loss, 0.0);
   // GPT-2's initialisation gives logits near 0: the mean token loss is near ln(vocabulary).
-  if (info.input.size() == 1) EXPECT_NEAR(one.loss, std::log(static_cast<double>(info.classes)), 0.05);
+  if (info.input.size() == 1) {
+    EXPECT_NEAR(one.loss, std::log(static_cast<double>(info.classes)), 0.05);
+  }
   ASSERT_FALSE(one.names.empty());
   EXPECT_TRUE(one.unchanged.empty()) << one.unchanged.size() << " of " << one.names.size()
                                      << " parameter tensors unchanged: " << joined(one.unchanged);
