@@ -24,8 +24,15 @@ void gather_tokens_cpu(void** buffers, void* cl_arg) {
   auto* x = runtime::vector_ptr_as<std::int32_t>(buffers[0]);
   auto* targets = runtime::vector_ptr_as<std::int32_t>(buffers[1]);
   const auto row = static_cast<std::size_t>(h.source.sequence);
+  thread_local std::vector<std::int32_t> staging;
   for (std::int64_t i = 0; i < h.count; ++i) {
-    const std::int32_t* window = h.source.tokens + h.source.windows[indices[i]];
+    const std::int64_t start = h.source.windows[indices[i]];
+    const std::int32_t* window = h.source.tokens + start;
+    if (h.source.reader != nullptr) {
+      staging.resize(row + 1);
+      h.source.reader->read(start, h.source.sequence + 1, staging.data());
+      window = staging.data();
+    }
     std::memcpy(x + static_cast<std::size_t>(i) * row, window, row * sizeof(std::int32_t));
     std::memcpy(targets + static_cast<std::size_t>(i) * row, window + 1, row * sizeof(std::int32_t));
   }
@@ -43,7 +50,8 @@ void submit_gather_tokens(const TaskTag& tag, const TokenSource& source, std::sp
   check_dtype(tag, targets, DType::kInt32, "token targets");
   const std::int64_t rows = x.tile_range(tile).count;
   if (static_cast<std::int64_t>(indices.size()) != rows || x.row_elements() != source.sequence ||
-      targets.row_elements() != source.sequence || source.tokens == nullptr || source.windows == nullptr) {
+      targets.row_elements() != source.sequence || (source.tokens == nullptr && source.reader == nullptr) ||
+      source.windows == nullptr) {
     throw InvalidArgument(fmt::format("{}: gather of {} windows of {} tokens into tile {} of {} and targets {}, "
                                       "expected matching sizes and a token stream",
                                       tag.layer, indices.size(), source.sequence, tile, to_string(x.shape()),

@@ -7,12 +7,14 @@
 #include <span>
 
 #include "codelets/common.hpp"
+#include "core/sample_reader.hpp"
 
 namespace dtnn::codelets {
 
 // Windows in memory; the caller keeps them alive until the tasks that read them have run.
 struct TokenSource {
-  const std::int32_t* tokens = nullptr;   // the stream
+  const std::int32_t* tokens = nullptr;   // the stream; null when reader is set
+  TokenReader* reader = nullptr;          // streams the tokens of a corpus larger than memory
   const std::int64_t* windows = nullptr;  // where each sample's window starts in it
   std::int64_t sequence = 0;              // ids a sample feeds the model; its window holds one more
 };

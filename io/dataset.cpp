@@ -37,7 +37,7 @@ float uniform_unit(std::mt19937_64& rng) {
 
 void check_consistent(const Dataset& d, const char* operation) {
   if (d.has_tokens()) {
-    if (!d.tokens) {
+    if (!d.tokens && !d.token_reader) {
       throw InvalidArgument(fmt::format("{}: {}: a token dataset of {} windows without tokens, expected the stream "
                                         "its windows are cut from", d.name, operation, d.windows.size()));
     }
@@ -60,6 +60,7 @@ Dataset empty_like(const Dataset& d, std::string name) {
   out.classes = d.classes;
   out.sequence = d.sequence;
   out.tokens = d.tokens;
+  out.token_reader = d.token_reader;
   return out;
 }
 

@@ -30,6 +30,8 @@ struct Dataset {
   int sequence = 0;
   std::shared_ptr<const std::vector<std::int32_t>> tokens;
   std::vector<std::int64_t> windows;
+  // Set instead of tokens for a stream larger than memory (an HDF5 token file): read window by window.
+  std::shared_ptr<TokenReader> token_reader;
 
   [[nodiscard]] bool has_tokens() const { return sequence > 0; }
   std::int64_t size() const;

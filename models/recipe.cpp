@@ -11,6 +11,7 @@
 #include "io/checkpoint.hpp"
 #include "io/cifar.hpp"
 #include "io/h5dataset.hpp"
+#include "io/h5tokens.hpp"
 #include "io/normalize.hpp"
 #include "io/text.hpp"
 #include "models/checkpointing.hpp"
@@ -81,7 +82,15 @@ io::TrainTest load_data(const DataOptions& o, const models::ModelInfo& model, st
     return {synthetic_data(model, n, seed), synthetic_data(model, std::max(1, n / 6), seed + 1)};
   }
   io::TrainTest data;
-  if (o.dataset == "text") {
+  if (o.dataset == "h5" && !o.file.empty() && io::is_h5_tokens(o.file)) {
+    if (!takes_tokens(model) || model.input.size() != 1) {
+      throw InvalidArgument(fmt::format("--data-file {}: token ids, model {} takes input {}, expected a model of "
+                                        "token ids [sequence] (an Embedding first)",
+                                        o.file.string(), model.name, to_string(model.input)));
+    }
+    const int sequence = static_cast<int>(model.input[0]);
+    data = {io::open_h5_tokens(o.file, "train", sequence), io::open_h5_tokens(o.file, "test", sequence)};
+  } else if (o.dataset == "text") {
     if (!takes_tokens(model) || model.input.size() != 1) {
       throw InvalidArgument(fmt::format("--dataset text: model {} takes input {}, expected a model of token ids "
                                         "[sequence] (an Embedding first)", model.name, to_string(model.input)));

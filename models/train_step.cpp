@@ -84,7 +84,8 @@ StepStats read_step_stats(StepSlot& s) {
 void submit_batch_load(StepSlot& s, const io::Dataset& data, std::span<const std::int64_t> indices, float smoothing,
                        const codelets::Augmentation* augmentation) {
   if (data.has_tokens()) {
-    const codelets::TokenSource source{data.tokens->data(), data.windows.data(), data.sequence};
+    const codelets::TokenSource source{data.tokens ? data.tokens->data() : nullptr, data.token_reader.get(),
+                                       data.windows.data(), data.sequence};
     for (int t = 0; t < s.acts[0].tiles(); ++t) {
       const TileRange r = s.acts[0].tile_range(t);
       codelets::submit_gather_tokens(

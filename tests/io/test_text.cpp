@@ -7,6 +7,9 @@
 #include <set>
 #include <string>
 
+#include "io/h5dataset.hpp"
+#include "io/h5tokens.hpp"
+#include "io/hdf5.hpp"
 #include "io/io_test_util.hpp"
 #include "io/text.hpp"
 #include "support/environment.hpp"
@@ -185,6 +188,72 @@ TEST(TextDatasetTest, DebianFortunesSplitByFortune) {
   const TrainTest d = load_text_dataset(dir, 256);
   EXPECT_EQ(d.train.size(), static_cast<std::int64_t>((s.train.size() - 1) / 256));
   EXPECT_EQ(d.test.size(), static_cast<std::int64_t>((s.test.size() - 1) / 256));
+}
+
+// dtnn convert's token file: each split's stream back as it went in, windows cut on opening, read by window.
+TEST(H5TokensTest, SplitsRoundTripAndStreamByWindow) {
+  TempDir dir;
+  write_text(dir / "f", fortunes("f", 0, 30));
+  const TextSplits s = read_text_corpus(dir / "f");
+  const std::vector<std::int32_t> train = byte_tokens(s.train), test = byte_tokens(s.test);
+  write_h5_tokens(dir / "t.h5", "f", kByteVocabulary, {{"train", train, s.train_records}, {"test", test, 3}});
+  EXPECT_TRUE(is_h5_tokens(dir / "t.h5"));
+  const H5TokensInfo info = read_h5_tokens_info(dir / "t.h5");
+  EXPECT_EQ(info.name, "f");
+  EXPECT_EQ(info.vocabulary, 256);
+  EXPECT_EQ(info.splits, (std::vector<std::string>{"train", "test"}));
+  EXPECT_EQ(read_h5_tokens(dir / "t.h5", "train"), train);
+  EXPECT_EQ(read_h5_tokens(dir / "t.h5", "test"), test);
+  const Dataset streamed = open_h5_tokens(dir / "t.h5", "train", 16);
+  const Dataset in_memory = load_text_dataset(dir / "f", 16).train;
+  EXPECT_EQ(streamed.name, "f/train");
+  EXPECT_EQ(streamed.windows, in_memory.windows);
+  EXPECT_EQ(streamed.tokens, nullptr);
+  ASSERT_NE(streamed.token_reader, nullptr);
+  std::vector<std::int32_t> window(17);
+  streamed.token_reader->read(streamed.windows[3], 17, window.data());
+  EXPECT_EQ(window, std::vector<std::int32_t>(train.begin() + 48, train.begin() + 65));
+  const Dataset part = streamed.subset(2, 2);
+  EXPECT_EQ(part.token_reader, streamed.token_reader);
+  EXPECT_EQ(part.windows, (std::vector<std::int64_t>{32, 48}));
+
+  // A vocabulary above 256 is stored as int32.
+  const std::vector<std::int32_t> wide{0, 299, 7, 256};
+  write_h5_tokens(dir / "w.h5", "w", 300, {{"train", wide, 0}});
+  EXPECT_EQ(read_h5_tokens(dir / "w.h5", "train"), wide);
+}
+
+TEST(H5TokensTest, BadFilesAndTokensAreRefused) {
+  TempDir dir;
+  const std::vector<std::int32_t> ids{1, 2, 3};
+  EXPECT_TRUE(throws_with<DataError>([&] { write_h5_tokens(dir / "x.h5", "x", 3, {{"train", ids, 0}}); },
+                                     {"x.h5", "split train", "token 3 at position 2", "< 3"}));
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.h5"));
+  write_h5_tokens(dir / "ok.h5", "ok", 4, {{"train", ids, 0}});
+  EXPECT_TRUE(throws_with<DataError>([&] { (void)open_h5_tokens(dir / "ok.h5", "test", 2); },
+                                     {"ok.h5", "no split 'test'", "[train]"}));
+  EXPECT_TRUE(throws_with<DataError>([&] { (void)open_h5_tokens(dir / "ok.h5", "train", 3); },
+                                     {"ok.h5", "3 tokens", "at least 4"}));
+  // An image dataset is not a token file.
+  write_h5_dataset(dir / "images.h5", TrainTest{synthetic_dataset(4, 1, 2, 2, 3, 1), synthetic_dataset(2, 1, 2, 2, 3, 2)});
+  EXPECT_FALSE(is_h5_tokens(dir / "images.h5"));
+  EXPECT_TRUE(throws_with<DataError>([&] { (void)read_h5_tokens_info(dir / "images.h5"); },
+                                     {"images.h5", "expected format \"dtnn-tokens\"", "got \"dtnn-dataset\""}));
+  // A file whose ids leave its vocabulary (written by another tool): the read that meets one fails, naming it.
+  h5::write_atomically(dir / "bad.h5", [&](h5::File& f) {
+    f.set_string("format", "dtnn-tokens");
+    f.set_int("format_version", 1);
+    f.set_int("vocabulary", 5);
+    const std::vector<std::int64_t> shape{6};
+    const h5::Dataset t = f.create_group("train").create_dataset("tokens", h5::DType::kInt32, shape);
+    const std::vector<std::int32_t> values{1, 2, 3, 4, 9, 0};
+    t.write(std::span<const std::int32_t>(values));
+  });
+  const Dataset bad = open_h5_tokens(dir / "bad.h5", "train", 2);
+  std::vector<std::int32_t> window(3);
+  bad.token_reader->read(0, 3, window.data());
+  EXPECT_TRUE(throws_with<DataError>([&] { bad.token_reader->read(2, 3, window.data()); },
+                                     {"bad.h5", "train/tokens", "token 9 at position 4", "< 5"}));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.hpp"
+#include "io/h5tokens.hpp"
 #include "io/text.hpp"
 #include "layers/dense.hpp"
 #include "layers/embedding.hpp"
@@ -166,6 +167,26 @@ TEST(TokenTrainingTest, OneStepFollowsTheMeanGradientOverTokensWithLabelSmoothin
   for (std::size_t c = 0; c < expected.size(); ++c) {
     ASSERT_NEAR(after[c], before[c] - lr * expected[c], 1e-6) << "class " << c;
   }
+}
+
+// dtnn convert's token file, streamed window by window by the load tasks: the same training as from memory.
+TEST(TokenTrainingTest, StreamingFromHdf5EqualsTrainingInMemory) {
+  const Corpus corpus;
+  const io::TextSplits s = io::read_text_corpus(corpus.dir());
+  const std::vector<std::int32_t> train = io::byte_tokens(s.train), test = io::byte_tokens(s.test);
+  const auto file = corpus.dir() / "tokens.h5";
+  io::write_h5_tokens(file, s.name, io::kByteVocabulary, {{"train", train, s.train_records}, {"test", test, 0}});
+  const io::TrainTest in_memory = io::load_text_dataset(corpus.dir() / "fortunes", kSequence);
+  const io::TrainTest streamed{io::open_h5_tokens(file, "train", kSequence), io::open_h5_tokens(file, "test", kSequence)};
+  ASSERT_EQ(streamed.train.tokens, nullptr);
+  auto run = [](const io::TrainTest& data) {
+    Sequential model = bigram_model(2);
+    Adam adam(AdamOptions(0.01f));
+    const History h =
+        fit(model, adam, data.train, FitOptions().epochs(2).batch_size(8).tiles(3).seed(6).verbose(false), &data.test);
+    return std::make_pair(model.weights_checksum(), h.epochs.back().val_loss);
+  };
+  EXPECT_EQ(run(streamed), run(in_memory));
 }
 
 TEST(TokenTrainingTest, ModelsAndDataOfTheOtherKindAreRefused) {
