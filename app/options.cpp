@@ -42,7 +42,8 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
                               "of --dataset text (default: {})",
                               io::default_fashion_mnist_dir().string(), io::default_text_dir().string()));
   app->add_option("--data-file", run.data.file,
-                  "HDF5 dataset of --dataset h5 (see `dtnn convert`), streamed; or the one text file of --dataset text");
+                  "HDF5 dataset of --dataset h5 (see `dtnn convert`), streamed; or the one text file of --dataset "
+                  "text");
   app->add_option("--train-samples", run.data.train_samples, "a seeded, class-balanced subset of the training set")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--test-samples", run.data.test_samples, "a seeded, class-balanced subset of the test set")

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The interfaces through which the batch-loading tasks read images and token streams that stay on disk. io implements it (an HDF5
-// dataset larger than memory); the task only calls it, so it needs nothing of io.
+// The interfaces through which the batch-loading tasks read images and token streams that stay on disk. io implements
+// them (HDF5 files larger than memory); the tasks only call them, so they need nothing of io.
 #pragma once
 
 #include <cstdint>

@@ -235,7 +235,8 @@ TEST(H5TokensTest, BadFilesAndTokensAreRefused) {
   EXPECT_TRUE(throws_with<DataError>([&] { (void)open_h5_tokens(dir / "ok.h5", "train", 3); },
                                      {"ok.h5", "3 tokens", "at least 4"}));
   // An image dataset is not a token file.
-  write_h5_dataset(dir / "images.h5", TrainTest{synthetic_dataset(4, 1, 2, 2, 3, 1), synthetic_dataset(2, 1, 2, 2, 3, 2)});
+  write_h5_dataset(dir / "images.h5",
+                   TrainTest{synthetic_dataset(4, 1, 2, 2, 3, 1), synthetic_dataset(2, 1, 2, 2, 3, 2)});
   EXPECT_FALSE(is_h5_tokens(dir / "images.h5"));
   EXPECT_TRUE(throws_with<DataError>([&] { (void)read_h5_tokens_info(dir / "images.h5"); },
                                      {"images.h5", "expected format \"dtnn-tokens\"", "got \"dtnn-dataset\""}));

@@ -19,7 +19,9 @@
 #include "layers/embedding.hpp"
 #include "layers/layer_norm.hpp"
 #include "models/optimizers.hpp"
+#include "models/recipe.hpp"
 #include "models/training.hpp"
+#include "models/zoo.hpp"
 #include "support/throws_with.hpp"
 
 namespace dtnn {
@@ -177,7 +179,8 @@ TEST(TokenTrainingTest, StreamingFromHdf5EqualsTrainingInMemory) {
   const auto file = corpus.dir() / "tokens.h5";
   io::write_h5_tokens(file, s.name, io::kByteVocabulary, {{"train", train, s.train_records}, {"test", test, 0}});
   const io::TrainTest in_memory = io::load_text_dataset(corpus.dir() / "fortunes", kSequence);
-  const io::TrainTest streamed{io::open_h5_tokens(file, "train", kSequence), io::open_h5_tokens(file, "test", kSequence)};
+  const io::TrainTest streamed{io::open_h5_tokens(file, "train", kSequence),
+                               io::open_h5_tokens(file, "test", kSequence)};
   ASSERT_EQ(streamed.train.tokens, nullptr);
   auto run = [](const io::TrainTest& data) {
     Sequential model = bigram_model(2);
@@ -187,6 +190,44 @@ TEST(TokenTrainingTest, StreamingFromHdf5EqualsTrainingInMemory) {
     return std::make_pair(model.weights_checksum(), h.epochs.back().val_loss);
   };
   EXPECT_EQ(run(streamed), run(in_memory));
+}
+
+// What `dtnn train --dataset text|synthetic|h5` loads for a model of token ids: windows of the model's input length.
+TEST(TokenTrainingTest, LoadDataCutsWindowsOfTheModelsInputLength) {
+  const Corpus corpus;
+  const models::ModelInfo info{"bigram", "test model", {kSequence}, io::kByteVocabulary, [] {
+                                 Sequential m;
+                                 m.add(std::make_unique<Embedding>(EmbeddingOptions(io::kByteVocabulary, 4)));
+                                 m.add(std::make_unique<Dense>(DenseOptions(4, io::kByteVocabulary)));
+                                 return m;
+                               }};
+  EXPECT_TRUE(takes_tokens(info));
+  DataOptions text;
+  text.dataset = "text";
+  text.dir = corpus.dir();
+  text.test_samples = 5;
+  const io::TrainTest d = load_data(text, info, 16, 1);
+  EXPECT_EQ(d.train.sequence, kSequence);
+  EXPECT_EQ(d.train.size(), io::load_text_dataset(corpus.dir(), kSequence).train.size());
+  EXPECT_EQ(d.test.size(), 5);
+  DataOptions synthetic;
+  synthetic.dataset = "synthetic";
+  synthetic.synthetic_samples = 12;
+  const io::TrainTest r = load_data(synthetic, info, 16, 1);
+  EXPECT_EQ(r.train.size(), 12);
+  EXPECT_EQ(r.train.sequence, kSequence);
+  EXPECT_EQ(r.test.size(), 2);
+  text.normalize = true;
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)load_data(text, info, 16, 1); }, {"--normalize", "token ids"}));
+  text.normalize = false;
+  text.file = corpus.dir() / "fortunes";
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)load_data(text, info, 16, 1); },
+                                           {"--data-dir", "--data-file", "expected one of them"}));
+  const models::ModelInfo& classifier = models::find("simplecnn");
+  EXPECT_FALSE(takes_tokens(classifier));
+  text.file.clear();
+  EXPECT_TRUE(throws_with<InvalidArgument>([&] { (void)load_data(text, classifier, 16, 1); },
+                                           {"--dataset text", "simplecnn", "model of token ids"}));
 }
 
 TEST(TokenTrainingTest, ModelsAndDataOfTheOtherKindAreRefused) {
