@@ -44,9 +44,11 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
   app->add_option("--data-file", run.data.file,
                   "HDF5 dataset of --dataset h5 (see `dtnn convert`), streamed; or the one text file of --dataset "
                   "text");
-  app->add_option("--train-samples", run.data.train_samples, "a seeded, class-balanced subset of the training set")
+  app->add_option("--train-samples", run.data.train_samples,
+                  "a seeded, class-balanced subset of the training set (text: a uniform draw of windows)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--test-samples", run.data.test_samples, "a seeded, class-balanced subset of the test set")
+  app->add_option("--test-samples", run.data.test_samples,
+                  "a seeded, class-balanced subset of the test set (text: a uniform draw of windows)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--synthetic-samples", run.data.synthetic_samples, "training samples of --dataset synthetic")
       ->check(CLI::PositiveNumber)
