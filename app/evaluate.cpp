@@ -34,19 +34,28 @@ int run_evaluate(const EvaluateOptions& o) {
   const io::Checkpoint c = io::load_checkpoint(file);
   restore_checkpoint(c, model, nullptr, file);
   const EvalResult r = evaluate(model, data.test, o.eval);
-  fmt::print("{} of {} (step {}) on {}: accuracy {:.2f}%, top-5 {:.2f}%, loss {:.4f}, MSE {:.5f}, MAE {:.5f}, {} "
-             "samples in {:.2f} s\n",
-             info.name, file.string(), c.step, data.test.name, 100.0 * r.accuracy, 100.0 * r.top5_accuracy, r.loss,
-             r.mse, r.mae, r.samples, r.seconds);
+  if (r.tokens > 0) {
+    fmt::print("{} of {} (step {}) on {}: loss {:.4f} per token, perplexity {:.3f}, {:.4f} bits per character, "
+               "next-token accuracy {:.2f}% (top-5 {:.2f}%), {} tokens in {} windows, {:.2f} s\n",
+               info.name, file.string(), c.step, data.test.name, r.loss, r.perplexity(), r.bits_per_char(),
+               100.0 * r.accuracy, 100.0 * r.top5_accuracy, r.tokens, r.samples, r.seconds);
+  } else {
+    fmt::print("{} of {} (step {}) on {}: accuracy {:.2f}%, top-5 {:.2f}%, loss {:.4f}, MSE {:.5f}, MAE {:.5f}, {} "
+               "samples in {:.2f} s\n",
+               info.name, file.string(), c.step, data.test.name, 100.0 * r.accuracy, 100.0 * r.top5_accuracy, r.loss,
+               r.mse, r.mae, r.samples, r.seconds);
+  }
   if (!o.run.report.empty()) {
-    runtime::write_text_file(o.run.report,
-                             nlohmann::json{{"model", info.name}, {"checkpoint", file.string()},
-                                            {"test_accuracy", r.accuracy}, {"test_top5_accuracy", r.top5_accuracy},
-                                            {"test_loss", r.loss}, {"mse", r.mse}, {"mae", r.mae},
-                                            {"test_samples", r.samples}}
-                                     .dump(2) +
-                                 "\n",
-                             "report");
+    nlohmann::json report{{"model", info.name}, {"checkpoint", file.string()},
+                          {"test_accuracy", r.accuracy}, {"test_top5_accuracy", r.top5_accuracy},
+                          {"test_loss", r.loss}, {"mse", r.mse}, {"mae", r.mae},
+                          {"test_samples", r.samples}};
+    if (r.tokens > 0) {
+      report["test_tokens"] = r.tokens;
+      report["test_perplexity"] = r.perplexity();
+      report["test_bits_per_char"] = r.bits_per_char();
+    }
+    runtime::write_text_file(o.run.report, report.dump(2) + "\n", "report");
   }
   return 0;
 }

@@ -2,6 +2,7 @@
 #include "app/options.hpp"
 
 #include "core/errors.hpp"
+#include "io/text.hpp"
 #include "runtime/cuda.hpp"
 #include "runtime/host_memory.hpp"
 #include "runtime/machine.hpp"
@@ -31,16 +32,23 @@ const Names<runtime::Priorities>& priority_names() {
 
 void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
   app->add_option("--model", run.model.name, "model name (see `dtnn models`)")->capture_default_str();
-  app->add_option("--dataset", run.data.dataset, "fashion-mnist, mnist, cifar10, cifar100, h5 or synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "cifar100", "h5", "synthetic"}))
+  app->add_option("--dataset", run.data.dataset,
+                  "fashion-mnist, mnist, cifar10, cifar100, h5, text (byte-level text for a model of token ids: "
+                  "windows of its input length, 90/10 split by fortune or paragraph; docs/text.md) or synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "cifar100", "h5", "text", "synthetic"}))
       ->capture_default_str();
   app->add_option("--data-dir", run.data.dir,
-                  fmt::format("folder of the IDX or CIFAR files (default for fashion-mnist: {})",
-                              io::default_fashion_mnist_dir().string()));
-  app->add_option("--data-file", run.data.file, "HDF5 dataset of --dataset h5 (see `dtnn convert`), streamed");
-  app->add_option("--train-samples", run.data.train_samples, "a seeded, class-balanced subset of the training set")
+                  fmt::format("folder of the IDX or CIFAR files (default for fashion-mnist: {}), or of the text files "
+                              "of --dataset text (default: {})",
+                              io::default_fashion_mnist_dir().string(), io::default_text_dir().string()));
+  app->add_option("--data-file", run.data.file,
+                  "HDF5 dataset of --dataset h5 (see `dtnn convert`), streamed; or the one text file of --dataset "
+                  "text");
+  app->add_option("--train-samples", run.data.train_samples,
+                  "a seeded, class-balanced subset of the training set (text: a uniform draw of windows)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--test-samples", run.data.test_samples, "a seeded, class-balanced subset of the test set")
+  app->add_option("--test-samples", run.data.test_samples,
+                  "a seeded, class-balanced subset of the test set (text: a uniform draw of windows)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--synthetic-samples", run.data.synthetic_samples, "training samples of --dataset synthetic")
       ->check(CLI::PositiveNumber)

@@ -23,7 +23,21 @@ nlohmann::json epoch_json(const EpochRecord& e) {
     j["val_loss"] = e.val_loss;
     j["val_accuracy"] = e.val_accuracy;
   }
+  if (e.tokens > 0) {
+    j["tokens"] = e.tokens;
+    j["tokens_per_second"] = e.tokens_per_second();
+    j["perplexity"] = e.perplexity();
+    j["bits_per_char"] = e.bits_per_char();
+    if (!std::isnan(e.val_loss)) {
+      j["val_perplexity"] = e.val_perplexity();
+      j["val_bits_per_char"] = e.val_bits_per_char();
+    }
+  }
   return j;
+}
+
+std::string optional_value(double v) {
+  return std::isnan(v) ? "" : fmt::format("{:.6f}", v);
 }
 
 double seconds_per_epoch(const History& history) {
@@ -59,10 +73,16 @@ MemoryBreakdown memory_breakdown(Sequential& model, Optimizer& optimizer) {
 
 void print_train_summary(const History& history, const std::optional<EvalResult>& test, const MemoryBreakdown& memory) {
   const double after_first = history.images_per_second_after_first();
-  fmt::print("Training time: {:.2f} s ({:.2f} s per epoch), throughput {:.1f} images/s{}\n", history.train_seconds(),
-             seconds_per_epoch(history), history.images_per_second(),
-             std::isnan(after_first) ? "" : fmt::format(" ({:.1f} images/s without the first epoch)", after_first));
-  if (test) {
+  fmt::print("Training time: {:.2f} s ({:.2f} s per epoch), throughput {:.1f} images/s{}{}\n",
+             history.train_seconds(), seconds_per_epoch(history), history.images_per_second(),
+             std::isnan(after_first) ? "" : fmt::format(" ({:.1f} images/s without the first epoch)", after_first),
+             history.tokens() ? fmt::format(", {:.0f} tokens/s", history.tokens_per_second()) : "");
+  if (test && test->tokens > 0) {
+    fmt::print("Test loss {:.4f} per token, perplexity {:.3f}, {:.4f} bits per character, next-token accuracy {:.2f}% "
+               "on {} tokens ({} windows)\n",
+               test->loss, test->perplexity(), test->bits_per_char(), 100.0 * test->accuracy, test->tokens,
+               test->samples);
+  } else if (test) {
     fmt::print("Test accuracy: {:.2f}% (top-5 {:.2f}%, loss {:.4f}) on {} samples\n", 100.0 * test->accuracy,
                100.0 * test->top5_accuracy, test->loss, test->samples);
   }
@@ -79,6 +99,18 @@ void write_history(const std::string& file, const History& history) {
     nlohmann::json all = nlohmann::json::array();
     for (const auto& e : history.epochs) all.push_back(epoch_json(e));
     runtime::write_text_file(file, all.dump(2) + "\n", "history");
+    return;
+  }
+  if (history.tokens()) {
+    std::string csv = "epoch,loss,perplexity,bits_per_char,accuracy,val_loss,val_perplexity,val_bits_per_char,"
+                      "val_accuracy,learning_rate,seconds,tokens_per_second\n";
+    for (const auto& e : history.epochs) {
+      csv += fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f},{},{},{},{},{:.6g},{:.3f},{:.1f}\n", e.epoch, e.loss,
+                         e.perplexity(), e.bits_per_char(), e.accuracy, optional_value(e.val_loss),
+                         optional_value(e.val_perplexity()), optional_value(e.val_bits_per_char()),
+                         optional_value(e.val_accuracy), e.learning_rate, e.seconds, e.tokens_per_second());
+    }
+    runtime::write_text_file(file, csv, "history");
     return;
   }
   std::string csv = "epoch,loss,accuracy,top5_accuracy,mse,mae,val_loss,val_accuracy,learning_rate,seconds,"
@@ -122,7 +154,13 @@ void write_train_report(const std::string& file, nlohmann::json run, const Histo
     run["test_top5_accuracy"] = test->top5_accuracy;
     run["test_loss"] = test->loss;
     run["test_samples"] = test->samples;
+    if (test->tokens > 0) {
+      run["test_tokens"] = test->tokens;
+      run["test_perplexity"] = test->perplexity();
+      run["test_bits_per_char"] = test->bits_per_char();
+    }
   }
+  if (history.tokens()) run["tokens_per_second"] = history.tokens_per_second();
   runtime::write_text_file(file, run.dump(2) + "\n", "report");
 }
 

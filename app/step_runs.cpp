@@ -106,11 +106,8 @@ StepOutcome run_step_options(const StepOptions& o, const runtime::Mpi* mpi, bool
   runtime::set_task_priorities(o.priorities);
   const std::uint64_t seed = o.run.step_.seed_;
   Sequential model = build_zoo_model(o.model, seed);
-  const auto& in = info.input;
   // Two batches of samples: the load tasks read them in a real run, nothing reads them in a simulation.
-  const io::Dataset data =
-      io::synthetic_dataset(static_cast<int>(2 * o.run.batch_size_), static_cast<int>(in[0]), static_cast<int>(in[1]),
-                            static_cast<int>(in[2]), info.classes, seed);
+  const io::Dataset data = synthetic_data(info, static_cast<int>(2 * o.run.batch_size_), seed);
   std::unique_ptr<Optimizer> optimizer = make_default_optimizer(OptimizerConfig{});
   StepRunOptions run = o.run;
   std::unique_ptr<runtime::SimulatedNetwork> network;

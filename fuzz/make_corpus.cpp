@@ -227,6 +227,18 @@ void options(const fs::path& out) {
   }
 }
 
+// Text corpora: a fortune file (a "%%" line that is text, CRLF lines, UTF-8 bytes, an empty fortune) and a file of
+// paragraphs, each with the 10 records a split needs.
+void text(const fs::path& out) {
+  std::string fortunes;
+  for (int k = 0; k < 11; ++k) fortunes += "fortune " + std::to_string(k) + (k % 3 == 0 ? "\r\n%%\r\n" : "\n") + "%\n";
+  fortunes += "%\ncaf\xc3\xa9\n%\n";
+  std::string paragraphs;
+  for (int k = 0; k < 12; ++k) paragraphs += "paragraph " + std::to_string(k) + "\nsecond line\n\n";
+  write_bytes(out / "fortunes", Bytes(fortunes.begin(), fortunes.end()));
+  write_bytes(out / "paragraphs", Bytes(paragraphs.begin(), paragraphs.end()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,6 +253,7 @@ int main(int argc, char** argv) {
     fs::remove_all(scratch);
     idx(out / "idx");
     cifar(out / "cifar");
+    text(out / "text");
     h5dataset(out / "h5dataset");
     checkpoint(out / "checkpoint");
     const fs::path gpu = extract(source / "bench/results/machines/h200_xeon16.tar.xz", scratch, "gpu");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <system_error>
@@ -35,6 +36,13 @@ float uniform_unit(std::mt19937_64& rng) {
 }
 
 void check_consistent(const Dataset& d, const char* operation) {
+  if (d.has_tokens()) {
+    if (!d.tokens && !d.token_reader) {
+      throw InvalidArgument(fmt::format("{}: {}: a token dataset of {} windows without tokens, expected the stream "
+                                        "its windows are cut from", d.name, operation, d.windows.size()));
+    }
+    return;
+  }
   const std::int64_t expected = static_cast<std::int64_t>(d.labels.size()) * d.sample_elements();
   if (d.sample_elements() <= 0 || static_cast<std::int64_t>(d.images.size()) != expected) {
     throw InvalidArgument(fmt::format("{}: {}: images hold {} floats, expected {} ({} samples of {}x{}x{})",
@@ -50,6 +58,9 @@ Dataset empty_like(const Dataset& d, std::string name) {
   out.height = d.height;
   out.width = d.width;
   out.classes = d.classes;
+  out.sequence = d.sequence;
+  out.tokens = d.tokens;
+  out.token_reader = d.token_reader;
   return out;
 }
 
@@ -75,11 +86,11 @@ std::filesystem::path find_idx_file(const std::filesystem::path& dir, const std:
 }  // namespace
 
 std::int64_t Dataset::size() const {
-  return static_cast<std::int64_t>(labels.size());
+  return static_cast<std::int64_t>(has_tokens() ? windows.size() : labels.size());
 }
 
 std::int64_t Dataset::sample_elements() const {
-  return std::int64_t{channels} * height * width;
+  return has_tokens() ? std::int64_t{sequence} : std::int64_t{channels} * height * width;
 }
 
 Dataset Dataset::subset(std::int64_t first, std::int64_t count) const {
@@ -93,6 +104,10 @@ Dataset Dataset::subset(std::int64_t first, std::int64_t count) const {
   }
   check_consistent(*this, "subset");
   Dataset out = empty_like(*this, fmt::format("{}[{}:{}]", name, first, first + count));
+  if (has_tokens()) {
+    out.windows.assign(windows.begin() + first, windows.begin() + first + count);
+    return out;
+  }
   const std::int64_t n = sample_elements();
   out.images.assign(images.begin() + first * n, images.begin() + (first + count) * n);
   out.labels.assign(labels.begin() + first, labels.begin() + first + count);
@@ -110,6 +125,21 @@ Dataset Dataset::stratified_subset(std::int64_t count, std::uint64_t seed) const
   check_consistent(*this, "stratified subset");
   Dataset out = empty_like(*this, fmt::format("{}[stratified {} seed {}]", name, count, seed));
   if (count == 0) {
+    return out;
+  }
+  if (has_tokens()) {
+    // One pool: the same partial Fisher-Yates as a class's below.
+    std::vector<std::int64_t> pool(static_cast<std::size_t>(size()));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::mt19937_64 rng(seed);
+    for (std::int64_t k = 0; k < count; ++k) {
+      const auto pick = static_cast<std::size_t>(k) +
+                        static_cast<std::size_t>(uniform_below(rng, static_cast<std::uint64_t>(size() - k)));
+      std::swap(pool[static_cast<std::size_t>(k)], pool[pick]);
+    }
+    pool.resize(static_cast<std::size_t>(count));
+    std::sort(pool.begin(), pool.end());
+    for (const std::int64_t i : pool) out.windows.push_back(windows[static_cast<std::size_t>(i)]);
     return out;
   }
   if (classes <= 0) {
@@ -252,6 +282,48 @@ Dataset synthetic_dataset(int count, int channels, int height, int width, int cl
       out.images[static_cast<std::size_t>(i * n + j)] = uniform_unit(rng);
     }
   }
+  return out;
+}
+
+Dataset synthetic_token_dataset(int count, int sequence, int vocabulary, std::uint64_t seed) {
+  if (count < 1 || sequence < 1 || vocabulary < 1) {
+    throw InvalidArgument(fmt::format("synthetic token dataset: count, sequence and vocabulary must be at least 1, "
+                                      "got {}, {}, {}", count, sequence, vocabulary));
+  }
+  auto tokens = std::make_shared<std::vector<std::int32_t>>(static_cast<std::size_t>(count) * sequence + 1);
+  std::mt19937_64 rng(seed);
+  for (auto& t : *tokens) t = static_cast<std::int32_t>(uniform_below(rng, static_cast<std::uint64_t>(vocabulary)));
+  return token_windows(std::move(tokens), sequence, vocabulary,
+                       fmt::format("synthetic-tokens/{}x{}/vocabulary-{}/seed-{}", count, sequence, vocabulary, seed),
+                       "synthetic token dataset");
+}
+
+Dataset token_windows(std::shared_ptr<const std::vector<std::int32_t>> tokens, int sequence, int vocabulary,
+                      std::string name, const std::string& source) {
+  if (sequence < 1 || vocabulary < 1 || !tokens) {
+    throw InvalidArgument(fmt::format("{}: token windows of sequence {} over a vocabulary of {}, expected both >= 1 "
+                                      "and a token stream", source, sequence, vocabulary));
+  }
+  const auto n = static_cast<std::int64_t>(tokens->size());
+  if (n < std::int64_t{sequence} + 1) {
+    throw DataError(fmt::format("{}: {} tokens, expected at least {} for one window (sequence {} + 1)", source, n,
+                                std::int64_t{sequence} + 1, sequence));
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t t = (*tokens)[static_cast<std::size_t>(i)];
+    if (t < 0 || t >= vocabulary) {
+      throw DataError(fmt::format("{}: token {} at position {}, expected 0 <= token < {} (the vocabulary)", source, t,
+                                  i, vocabulary));
+    }
+  }
+  Dataset out;
+  out.name = std::move(name);
+  out.classes = vocabulary;
+  out.sequence = sequence;
+  const std::int64_t count = (n - 1) / sequence;
+  out.windows.resize(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) out.windows[static_cast<std::size_t>(i)] = i * sequence;
+  out.tokens = std::move(tokens);
   return out;
 }
 

@@ -39,7 +39,7 @@ NonFiniteSite first_nonfinite(Sequential& model, const io::Dataset& data, std::s
   const codelets::Augmentation augmentation{o.augment_, o.seed_, epoch, data.channels, data.height, data.width};
   submit_batch_load(s, data, rows, o.label_smoothing_, augmenting ? &augmentation : nullptr);
   model.forward(s.acts, ctx);
-  submit_batch_loss(s, o.loss_, 1.0f / static_cast<float>(rows.size()), s.grads.back());
+  submit_batch_loss(s, o.loss_, o.label_smoothing_, 1.0f / static_cast<float>(rows.size()), s.grads.back());
   model.backward(s.acts, s.grads, ctx, [](Layer&) {});
   engine->wait_all();
   // A layer whose ReLU is fused into it has no output of its own: the ReLU's (absorbed) output is the pair's.

@@ -46,7 +46,12 @@ std::string ProgressLine::line(std::int64_t step, double loss, double accuracy, 
   } else {
     s += fmt::format("{} {:.0f}ms/step - ", duration(elapsed), step > 0 ? 1e3 * elapsed / static_cast<double>(step) : 0.0);
   }
-  s += fmt::format("loss: {:.4f} - accuracy: {:.4f} - {:.0f} images/s", loss, accuracy, rate);
+  if (tokens_per_sample_ > 0) {
+    s += fmt::format("loss: {:.4f} - ppl: {:.3f} - bpc: {:.4f} - accuracy: {:.4f} - {:.0f} tokens/s", loss,
+                     std::exp(loss), loss / std::log(2.0), accuracy, rate * static_cast<double>(tokens_per_sample_));
+  } else {
+    s += fmt::format("loss: {:.4f} - accuracy: {:.4f} - {:.0f} images/s", loss, accuracy, rate);
+  }
   return s;
 }
 

@@ -11,7 +11,9 @@
 #include "io/checkpoint.hpp"
 #include "io/cifar.hpp"
 #include "io/h5dataset.hpp"
+#include "io/h5tokens.hpp"
 #include "io/normalize.hpp"
+#include "io/text.hpp"
 #include "models/checkpointing.hpp"
 #include "models/schedules.hpp"
 
@@ -55,22 +57,61 @@ Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed) {
   return model;
 }
 
+bool takes_tokens(const models::ModelInfo& model) {
+  const Sequential unbuilt = model.make();
+  return unbuilt.size() > 0 && unbuilt.input_dtype() == DType::kInt32;
+}
+
+io::Dataset synthetic_data(const models::ModelInfo& model, int count, std::uint64_t seed) {
+  const auto& in = model.input;
+  if (takes_tokens(model)) {
+    if (in.size() != 1) {
+      throw InvalidArgument(fmt::format("{}: a model of token ids with input {}, expected [sequence]", model.name,
+                                        to_string(in)));
+    }
+    return io::synthetic_token_dataset(count, static_cast<int>(in[0]), model.classes, seed);
+  }
+  return io::synthetic_dataset(count, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+                               model.classes, seed);
+}
+
 io::TrainTest load_data(const DataOptions& o, const models::ModelInfo& model, std::int64_t batch_hint,
                         std::uint64_t seed) {
   if (o.dataset == "synthetic") {
-    const auto& in = model.input;
-    if (in.size() != 3) {
-      throw InvalidArgument(fmt::format("--dataset synthetic: model {} takes {} per sample, expected an image model "
-                                        "(C, H, W): synthetic images have no token ids",
-                                        model.name, to_string(in)));
-    }
     const auto n = static_cast<int>(o.synthetic_samples);
-    return {io::synthetic_dataset(n, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
-                                  model.classes, seed),
-            io::synthetic_dataset(std::max(1, n / 6), static_cast<int>(in[0]), static_cast<int>(in[1]),
-                                  static_cast<int>(in[2]), model.classes, seed + 1)};
+    return {synthetic_data(model, n, seed), synthetic_data(model, std::max(1, n / 6), seed + 1)};
   }
-  io::TrainTest data = open_dataset(o, batch_hint);
+  io::TrainTest data;
+  if (o.dataset == "h5" && !o.file.empty() && io::is_h5_tokens(o.file)) {
+    if (!takes_tokens(model) || model.input.size() != 1) {
+      throw InvalidArgument(fmt::format("--data-file {}: token ids, model {} takes input {}, expected a model of "
+                                        "token ids [sequence] (an Embedding first)",
+                                        o.file.string(), model.name, to_string(model.input)));
+    }
+    const int sequence = static_cast<int>(model.input[0]);
+    data = {io::open_h5_tokens(o.file, "train", sequence), io::open_h5_tokens(o.file, "test", sequence)};
+  } else if (o.dataset == "text") {
+    if (!takes_tokens(model) || model.input.size() != 1) {
+      throw InvalidArgument(fmt::format("--dataset text: model {} takes input {}, expected a model of token ids "
+                                        "[sequence] (an Embedding first)", model.name, to_string(model.input)));
+    }
+    if (!o.dir.empty() && !o.file.empty()) {
+      throw InvalidArgument(fmt::format("--dataset text: --data-dir {} and --data-file {}, expected one of them",
+                                        o.dir.string(), o.file.string()));
+    }
+    const std::filesystem::path corpus = !o.file.empty() ? o.file : !o.dir.empty() ? o.dir : io::default_text_dir();
+    data = io::load_text_dataset(corpus, static_cast<int>(model.input[0]));
+    if (data.train.classes != model.classes) {
+      throw InvalidArgument(fmt::format("--dataset text: a byte-level corpus has a vocabulary of {}, model {} outputs "
+                                        "{} classes", data.train.classes, model.name, model.classes));
+    }
+  } else {
+    data = open_dataset(o, batch_hint);
+  }
+  if (o.normalize && data.train.has_tokens()) {
+    throw InvalidArgument(fmt::format("--normalize: {} holds token ids, expected images to normalise",
+                                      data.train.name));
+  }
   if (o.train_samples > 0) {
     data.train = data.train.stratified_subset(std::min(o.train_samples, data.train.size()), seed);
   }

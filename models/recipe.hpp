@@ -38,10 +38,13 @@ Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed);
 
 // The data of a run, by name.
 struct DataOptions {
-  // fashion-mnist, mnist (IDX), cifar10, cifar100 (binary version), h5 (dtnn convert's file, streamed) or synthetic.
+  // fashion-mnist, mnist (IDX), cifar10, cifar100 (binary version), h5 (dtnn convert's file, streamed), text (a
+  // byte-level corpus, io/text.hpp, for a model of token ids) or synthetic.
   std::string dataset = "fashion-mnist";
-  std::filesystem::path dir;   // the IDX or CIFAR files; fashion-mnist's default: io::default_fashion_mnist_dir()
-  std::filesystem::path file;  // the HDF5 file of h5
+  // The IDX or CIFAR files; fashion-mnist's default: io::default_fashion_mnist_dir(). text: a folder of text files,
+  // by default io::default_text_dir() (Debian's fortunes).
+  std::filesystem::path dir;
+  std::filesystem::path file;  // the HDF5 file of h5; text: one text file instead of a folder
   std::int64_t train_samples = 0;  // > 0: a seeded, class-balanced subset of the training set
   std::int64_t test_samples = 0;   // > 0: the same of the test set
   std::int64_t synthetic_samples = 6400;  // training samples of synthetic (and a sixth of it for testing)
@@ -53,8 +56,16 @@ struct DataOptions {
 // files.
 io::TrainTest open_dataset(const DataOptions& options, std::int64_t batch_hint);
 
-// The training and test sets of `options` for `model` (synthetic data takes its input shape and classes), the
-// subsets and synthetic samples drawn from `seed`; an h5 file is opened for batches of batch_hint rows.
+// Random samples for `model`: images of its input shape and classes, or, for a model of token ids (its first layer's
+// input_dtype() int32, input [sequence]), windows of its input length over its vocabulary (classes).
+io::Dataset synthetic_data(const models::ModelInfo& model, int count, std::uint64_t seed);
+
+// Whether the zoo's `model` takes token ids (its first layer's input_dtype() is int32).
+bool takes_tokens(const models::ModelInfo& model);
+
+// The training and test sets of `options` for `model` (synthetic data takes its input shape and classes; text is
+// cut into windows of its input length), the subsets and synthetic samples drawn from `seed`; an h5 file is opened
+// for batches of batch_hint rows.
 // InvalidArgument (naming --data-dir, --data-file) when a required path is missing; DataError for unreadable files.
 io::TrainTest load_data(const DataOptions& options, const models::ModelInfo& model, std::int64_t batch_hint,
                         std::uint64_t seed);

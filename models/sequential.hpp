@@ -47,6 +47,8 @@ class Sequential {
   void build(const Shape& sample_input, std::uint64_t seed);
   [[nodiscard]] bool built() const { return built_; }
   [[nodiscard]] const Shape& input_shape() const { return input_shape_; }
+  // The element type of the model's input: its first layer's (int32 token ids for an Embedding).
+  [[nodiscard]] DType input_dtype() const { return layers_.empty() ? DType::kFloat32 : layers_.front()->input_dtype(); }
   [[nodiscard]] const Shape& output_shape() const;
 
   [[nodiscard]] std::size_t size() const { return layers_.size(); }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "codelets/gather_tokens.hpp"
 #include "codelets/grad_clip.hpp"
 #include "core/errors.hpp"
 #include "runtime/failure.hpp"
@@ -29,11 +30,15 @@ StepSlot& StepSlots::slot(std::int64_t rows, std::int64_t step) {
     s->rows = rows;
     // Transient: a step's activations and gradients hold memory from their first write to their last read only.
     model_.allocate(rows, tiles_, s->acts, training_ ? &s->grads : nullptr, storage_);
-    s->targets = Tensor(s->acts.back().shape(), tiles_);
+    const Tensor& logits = s->acts.back();
+    const bool tokens = model_.input_dtype() == DType::kInt32;
+    s->targets = tokens ? Tensor({rows, logits.row_elements() / logits.shape().back()},
+                                 TensorOptions().tiles(tiles_).dtype(DType::kInt32))
+                        : Tensor(logits.shape(), tiles_);
     if (!training_) {
-      s->scratch = Tensor(s->acts.back().shape(), tiles_);
+      s->scratch = Tensor(logits.shape(), tiles_);
     }
-    s->stats = Tensor({s->acts[0].tiles(), kLossStats}, s->acts[0].tiles());
+    s->stats = Tensor({s->acts[0].tiles(), tokens ? kTokenLossStats : kLossStats}, s->acts[0].tiles());
   }
   return *s;
 }
@@ -41,6 +46,7 @@ StepSlot& StepSlots::slot(std::int64_t rows, std::int64_t step) {
 StepStats& StepStats::operator+=(const StepStats& o) {
   for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += o.sums[i];
   rows += o.rows;
+  tokens = tokens || o.tokens;
   return *this;
 }
 
@@ -66,6 +72,7 @@ StepStats read_step_stats(StepSlot& s) {
     }
   }
   out.rows = s.rows;
+  out.tokens = s.token_targets();
   if (width == kLossStats) {
     // Every row of a classifier loss counts: each sample's positions on the logits' last axis.
     const Tensor& logits = s.acts.back();
@@ -78,6 +85,18 @@ StepStats read_step_stats(StepSlot& s) {
 
 void submit_batch_load(StepSlot& s, const io::Dataset& data, std::span<const std::int64_t> indices, float smoothing,
                        const codelets::Augmentation* augmentation) {
+  if (data.has_tokens()) {
+    const codelets::TokenSource source{data.tokens ? data.tokens->data() : nullptr, data.token_reader.get(),
+                                       data.windows.data(), data.sequence};
+    for (int t = 0; t < s.acts[0].tiles(); ++t) {
+      const TileRange r = s.acts[0].tile_range(t);
+      codelets::submit_gather_tokens(
+          {"data", kLoadPriority}, source,
+          indices.subspan(static_cast<std::size_t>(r.begin), static_cast<std::size_t>(r.count)), s.acts[0], s.targets,
+          t);
+    }
+    return;
+  }
   const codelets::SampleSource source{data.reader ? nullptr : data.images.data(), data.reader.get(),
                                       data.labels.data(), data.sample_elements(), data.classes, smoothing};
   for (int t = 0; t < s.acts[0].tiles(); ++t) {
@@ -88,7 +107,16 @@ void submit_batch_load(StepSlot& s, const io::Dataset& data, std::span<const std
   }
 }
 
-void submit_batch_loss(StepSlot& s, codelets::LossKind kind, float grad_scale, Tensor& dlogits) {
+void submit_batch_loss(StepSlot& s, codelets::LossKind kind, float smoothing, float grad_scale, Tensor& dlogits) {
+  if (s.token_targets()) {
+    TokenXentParams params;
+    params.label_smoothing = smoothing;
+    for (int t = 0; t < s.acts.back().tiles(); ++t) {
+      codelets::submit_token_xent_fwd_bwd({"loss", kLossPriority}, params, s.acts.back(), s.targets, grad_scale,
+                                          dlogits, s.stats, t);
+    }
+    return;
+  }
   for (int t = 0; t < s.acts.back().tiles(); ++t) {
     codelets::submit_loss_fwd_bwd({"loss", kLossPriority}, kind, s.acts.back(), s.targets, grad_scale, dlogits,
                                   s.stats, t);
@@ -99,6 +127,26 @@ void check_model_fits(const Sequential& model, const io::Dataset& data, const ch
   if (!model.built()) {
     throw InvalidArgument(fmt::format("{}: the model is not built, expected build() before training", who));
   }
+  if (data.size() < 1) {
+    throw InvalidArgument(fmt::format("{}: dataset {} is empty", who, data.name));
+  }
+  const DType input = model.input_dtype();
+  if (data.has_tokens()) {
+    const Shape logits{data.sequence, data.classes};
+    if (input != DType::kInt32 || model.input_shape() != Shape{data.sequence} || model.output_shape() != logits) {
+      throw InvalidArgument(fmt::format("{}: dataset {} has windows of {} token ids (vocabulary {}), expected a model "
+                                        "of int32 input {} and logits {}, got {} input {} and output {}",
+                                        who, data.name, data.sequence, data.classes, to_string(Shape{data.sequence}),
+                                        to_string(logits), to_string(input), to_string(model.input_shape()),
+                                        to_string(model.output_shape())));
+    }
+    return;
+  }
+  if (input != DType::kFloat32) {
+    throw InvalidArgument(fmt::format("{}: dataset {} has float32 samples, the model takes {} input (token ids: "
+                                      "expected a token dataset such as --dataset text)",
+                                      who, data.name, to_string(input)));
+  }
   const Shape sample{data.channels, data.height, data.width};
   if (model.input_shape() != sample) {
     throw InvalidArgument(fmt::format("{}: dataset {} has samples of shape {}, the model expects {}", who, data.name,
@@ -108,8 +156,12 @@ void check_model_fits(const Sequential& model, const io::Dataset& data, const ch
     throw InvalidArgument(fmt::format("{}: dataset {} has {} classes, the model outputs {}", who, data.name,
                                       data.classes, to_string(model.output_shape())));
   }
-  if (data.size() < 1) {
-    throw InvalidArgument(fmt::format("{}: dataset {} is empty", who, data.name));
+}
+
+void check_loss_fits(const Sequential& model, codelets::LossKind kind, const char* who) {
+  if (model.input_dtype() == DType::kInt32 && kind != codelets::LossKind::kCategoricalCrossEntropy) {
+    throw InvalidArgument(fmt::format("{}: a model of token ids trains with the token cross-entropy, expected loss "
+                                      "categorical_cross_entropy (cce), got {}", who, codelets::to_string(kind)));
   }
 }
 
@@ -138,6 +190,7 @@ TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions o
   if (!model.built()) {
     throw InvalidArgument("TrainStep: the model is not built, expected build() before training");
   }
+  check_loss_fits(model, options_.loss_, "TrainStep");
   for (const NamedParameter& p : model.named_parameters()) {
     parameter_elements_ += static_cast<std::size_t>(p.parameter->value.numel());
   }
@@ -171,7 +224,10 @@ void TrainStep::submit(StepSlot& s, const StepBatch& b) {
   // the mean gradient of the global batch.
   const Shape& out = model_.output_shape();
   const std::int64_t positions = numel(out) / out.back();
-  submit_batch_loss(s, options_.loss_, 1.0f / static_cast<float>(b.global_rows * positions), s.grads.back());
+  // A token model's: the counted targets of the global batch (every one: the windows hold no ignore_index), PyTorch's
+  // mean over tokens.
+  submit_batch_loss(s, options_.loss_, options_.label_smoothing_, 1.0f / static_cast<float>(b.global_rows * positions),
+                    s.grads.back());
   submit_backward(s, ctx);
   s.pending = 1;
 }

@@ -30,9 +30,13 @@ namespace dtnn {
 struct StepSlot {
   std::vector<Tensor> acts;
   std::vector<Tensor> grads;
+  // A classifier's: float [n, ..., classes] (one-hot, smoothed); a model of token ids (Sequential::input_dtype()
+  // kInt32): the next token of every position, int32 [n, positions].
   Tensor targets;
   Tensor scratch;  // loss gradient in evaluation, where no backward pass reads it
-  Tensor stats;    // [tiles, kLossStats]: loss and metric sums per tile
+  // [tiles, kLossStats] for a classifier, [tiles, kTokenLossStats] for a token model: loss and metric sums per tile.
+  Tensor stats;
+  [[nodiscard]] bool token_targets() const { return targets.dtype() == DType::kInt32; }
   std::int64_t rows = 0;
   int pending = 0;  // 1: a step was submitted into the slot and its statistics are not read yet
 };
@@ -61,6 +65,7 @@ struct StepStats {
   // logits for the others).
   std::array<double, kTokenLossStats> sums{};
   std::int64_t rows = 0;
+  bool tokens = false;  // from a token model's loss: sums[kCounted] are target tokens
 
   StepStats& operator+=(const StepStats& o);
   // Per counted row (kCounted: a sample of a classifier, a target token of a sequence model).
@@ -74,15 +79,21 @@ struct StepStats {
 StepStats read_step_stats(StepSlot& s);
 
 // The load tasks of a batch (one per tile): samples `indices` of data into s.acts[0], their targets into
-// s.targets. augmentation may be null.
+// s.targets (a classifier's smoothed by `smoothing`; token windows' are ids, smoothed by the loss). augmentation
+// may be null, and is for token windows.
 void submit_batch_load(StepSlot& s, const io::Dataset& data, std::span<const std::int64_t> indices, float smoothing,
                        const codelets::Augmentation* augmentation);
 // The loss tasks (one per tile): statistics into s.stats, the logits' gradient (scaled by grad_scale) into dlogits.
-void submit_batch_loss(StepSlot& s, codelets::LossKind kind, float grad_scale, Tensor& dlogits);
+// Token targets take the token cross-entropy (codelets::submit_token_xent_fwd_bwd) with this label smoothing; a
+// classifier's targets carry theirs from the load.
+void submit_batch_loss(StepSlot& s, codelets::LossKind kind, float smoothing, float grad_scale, Tensor& dlogits);
 
 // Throws InvalidArgument, prefixed by `who`, when the model is not built or does not fit data's samples and
-// classes, or data is empty.
+// classes (a token dataset: a model of int32 ids [sequence] whose logits are [sequence, vocabulary]), or data is
+// empty.
 void check_model_fits(const Sequential& model, const io::Dataset& data, const char* who);
+// Throws InvalidArgument, prefixed by `who`, for a token model with another loss than cross-entropy.
+void check_loss_fits(const Sequential& model, codelets::LossKind kind, const char* who);
 
 struct TrainStepOptions {
   TrainStepOptions& tiles(int n) { tiles_ = n; return *this; }

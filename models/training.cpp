@@ -72,6 +72,13 @@ double History::images_per_second() const {
   return s > 0 ? static_cast<double>(images()) / s : 0.0;
 }
 
+double History::tokens_per_second() const {
+  std::int64_t n = 0;
+  for (const auto& e : epochs) n += e.tokens;
+  const double s = train_seconds();
+  return s > 0 ? static_cast<double>(n) / s : 0.0;
+}
+
 double History::images_per_second_after_first() const {
   if (epochs.size() < 2) {
     return std::numeric_limits<double>::quiet_NaN();
@@ -145,6 +152,7 @@ EpochRecord finish_epoch(Sequential& model, const Optimizer& optimizer, const Fi
   record.epoch = epoch + 1;
   record.seconds = seconds;
   record.images = stats.rows;
+  record.tokens = stats.tokens ? static_cast<std::int64_t>(stats.sums[kCounted]) : 0;
   record.loss = stats.mean(kLossSum);
   record.accuracy = stats.mean(kCorrect);
   record.top5_accuracy = stats.mean(kTop5Correct);
@@ -235,6 +243,7 @@ class FitLoop {
         global_step_(o.initial_step_),
         state_{model, optimizer, history_, 0, o.epochs_, global_step_, plan_.steps, false, false, {}} {
     state_.settle = [this] { settle(); };
+    if (train.has_tokens()) progress_.token_metrics(train.sequence);
   }
 
   History run() {
@@ -318,10 +327,16 @@ class FitLoop {
     const EpochRecord record =
         finish_epoch(state_.model, state_.optimizer, o_, epoch, seconds, epoch_stats_, validation_);
     if (verbose_) {
-      progress_.end_epoch(record.loss, record.accuracy, record.images,
-                          validation_ == nullptr ? std::string()
-                                                 : fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}",
-                                                               record.val_loss, record.val_accuracy));
+      std::string suffix;
+      if (validation_ != nullptr) {
+        suffix = record.tokens > 0 ? fmt::format(" - val_loss: {:.4f} - val_ppl: {:.3f} - val_bpc: {:.4f} - "
+                                                 "val_accuracy: {:.4f}",
+                                                 record.val_loss, record.val_perplexity(), record.val_bits_per_char(),
+                                                 record.val_accuracy)
+                                   : fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}", record.val_loss,
+                                                 record.val_accuracy);
+      }
+      progress_.end_epoch(record.loss, record.accuracy, record.images, suffix);
     }
     history_.epochs.push_back(record);
     for (auto& c : o_.callbacks_) c->on_epoch_end(state_);
@@ -372,6 +387,11 @@ History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, c
   check_model_fits(model, train, "fit");
   if (validation != nullptr) check_model_fits(model, *validation, "fit (validation)");
   check_step_options(step_options(o), "fit");
+  check_loss_fits(model, o.loss_, "fit");
+  if (train.has_tokens() && (o.augment_.flip != 0 || o.augment_.crop_padding > 0)) {
+    throw InvalidArgument(fmt::format("fit: flips and crops of token windows ({}), expected no augmentation of a token "
+                                      "dataset", train.name));
+  }
   return FitLoop(model, optimizer, train, o, validation).run();
 }
 
@@ -382,6 +402,7 @@ template <class Each>
 EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalOptions& o, Each&& each) {
   runtime::Engine& engine = running_engine("evaluate");
   check_model_fits(model, data, "evaluate");
+  check_loss_fits(model, o.loss_, "evaluate");
   if (o.batch_size_ < 1 || o.tiles_ < 1) {
     throw InvalidArgument(fmt::format("evaluate: batch_size={} tiles={}, expected both >= 1", o.batch_size_, o.tiles_));
   }
@@ -415,7 +436,7 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
     submit_batch_load(s, data, std::span(order).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(rows)),
                       0.0f, nullptr);
     model.forward(s.acts, ctx);
-    submit_batch_loss(s, o.loss_, 0.0f, s.scratch);
+    submit_batch_loss(s, o.loss_, 0.0f, 0.0f, s.scratch);
     s.pending = 1;
     in_flight.emplace_back(&s, first);
   }
@@ -426,6 +447,7 @@ EvalResult run_inference(Sequential& model, const io::Dataset& data, const EvalO
   total.sum_over_ranks(o.mpi_, "evaluation metrics");
   EvalResult r;
   r.samples = total.rows;
+  r.tokens = total.tokens ? static_cast<std::int64_t>(total.sums[kCounted]) : 0;
   r.loss = total.mean(kLossSum);
   r.accuracy = total.mean(kCorrect);
   r.top5_accuracy = total.mean(kTop5Correct);
@@ -442,13 +464,17 @@ EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOption
 }
 
 std::vector<float> predict(Sequential& model, const io::Dataset& data, const EvalOptions& options) {
-  const auto classes = static_cast<std::size_t>(data.classes);
-  std::vector<float> probabilities(static_cast<std::size_t>(data.size()) * classes);
+  // Per position of the logits' last axis: a classifier's one per sample, a token model's one per token.
+  const Shape& out = model.output_shape();
+  const auto classes = static_cast<std::size_t>(out.back());
+  const auto per_sample = static_cast<std::size_t>(numel(out));
+  std::vector<float> probabilities(static_cast<std::size_t>(data.size()) * per_sample);
   run_inference(model, data, options, [&](StepSlot& s, std::int64_t first) {
     auto logits = s.acts.back().read();
-    for (std::int64_t i = 0; i < s.rows; ++i) {
+    const std::size_t rows = static_cast<std::size_t>(s.rows) * (per_sample / classes);
+    for (std::size_t i = 0; i < rows; ++i) {
       const float* z = logits.data().data() + i * classes;
-      float* p = probabilities.data() + (first + i) * static_cast<std::int64_t>(classes);
+      float* p = probabilities.data() + static_cast<std::size_t>(first) * per_sample + i * classes;
       if (options.logits_) {
         std::copy(z, z + classes, p);
         continue;

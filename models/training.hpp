@@ -32,8 +32,16 @@ struct EpochRecord {
   double val_accuracy = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0.0;
   std::int64_t images = 0;
+  // A token model's target tokens trained on (images are its windows); 0 for a classifier. With tokens, loss is the
+  // mean per token, accuracy the next-token accuracy, and the metrics users quote follow from the loss.
+  std::int64_t tokens = 0;
   float learning_rate = 0.0f;
   [[nodiscard]] double images_per_second() const { return seconds > 0 ? images / seconds : 0.0; }
+  [[nodiscard]] double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0.0; }
+  [[nodiscard]] double perplexity() const { return std::exp(loss); }
+  [[nodiscard]] double bits_per_char() const { return loss / std::log(2.0); }  // per byte of a byte-level corpus
+  [[nodiscard]] double val_perplexity() const { return std::exp(val_loss); }
+  [[nodiscard]] double val_bits_per_char() const { return val_loss / std::log(2.0); }
 };
 
 struct History {
@@ -47,6 +55,9 @@ struct History {
   [[nodiscard]] double images_per_second() const;
   // Throughput without the first epoch (warm-up, performance-model calibration); NaN with one epoch.
   [[nodiscard]] double images_per_second_after_first() const;
+  // A token model's (EpochRecord::tokens): false for a classifier.
+  [[nodiscard]] bool tokens() const { return !epochs.empty() && epochs.front().tokens > 0; }
+  [[nodiscard]] double tokens_per_second() const;
 };
 
 struct TrainState;
@@ -172,7 +183,12 @@ struct EvalResult {
   double mse = 0.0;
   double mae = 0.0;
   std::int64_t samples = 0;
+  // A token model's target tokens (samples are its windows); 0 for a classifier. loss is then per token, accuracy
+  // the next-token accuracy.
+  std::int64_t tokens = 0;
   double seconds = 0.0;
+  [[nodiscard]] double perplexity() const { return std::exp(loss); }
+  [[nodiscard]] double bits_per_char() const { return loss / std::log(2.0); }
 };
 
 // The rows of `train` that this rank trains at global step `step` under `options` (those fit submits), in order,
@@ -183,12 +199,13 @@ struct StepRows {
 };
 StepRows step_rows(const io::Dataset& train, const FitOptions& options, std::int64_t step);
 
-// Trains with the loss of the options (softmax + categorical cross-entropy by default). validation may be null.
+// Trains with the loss of the options (softmax + categorical cross-entropy by default; a model of token ids trains on
+// a token dataset with the token cross-entropy, its mean over the target tokens). validation may be null.
 History fit(Sequential& model, Optimizer& optimizer, const io::Dataset& train, const FitOptions& options,
             const io::Dataset* validation = nullptr);
 EvalResult evaluate(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
-// Class probabilities (softmax of the logits; the logits themselves with options.logits(true)),
-// [data.size(), classes] row-major.
+// Class probabilities (softmax of the logits over their last axis; the logits themselves with options.logits(true)),
+// [data.size(), classes] row-major; a token model's [data.size(), sequence, vocabulary].
 std::vector<float> predict(Sequential& model, const io::Dataset& data, const EvalOptions& options = {});
 
 }  // namespace dtnn

@@ -4,7 +4,7 @@
 # AddressSanitizer and UBSan in build-fuzz (-DDTNN_FUZZ=ON), runs each for SECONDS (default 60) from its seeds
 # (fuzz/corpus/<harness>), one after the other, and prints a table: harness, seconds, executions, crashes.
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]     e.g. scripts/fuzz.sh 300 idx checkpoint
-# Harnesses: idx cifar h5dataset checkpoint machine_folder machine_archive options (all by default).
+# Harnesses: idx cifar text h5dataset checkpoint machine_folder machine_archive options (all by default).
 # A run stops at its first finding (a crash, a sanitizer report, a leak, an input slower than 25 s, one allocation
 # of ours over 128 MB, 2 GB resident), which libFuzzer writes to build-fuzz/findings/<harness>/ (crash-*, leak-*,
 # timeout-*, oom-*); reproduce it with build-fuzz/bin/fuzz_<harness> FILE. The inputs a run found new coverage with
@@ -19,7 +19,7 @@ seconds="${1:-60}"
 case "$seconds" in
   ''|*[!0-9]*) echo "fuzz.sh: SECONDS '$seconds', expected a whole number of seconds" >&2; exit 2 ;;
 esac
-all=(idx cifar h5dataset checkpoint machine_folder machine_archive options)
+all=(idx cifar text h5dataset checkpoint machine_folder machine_archive options)
 harnesses=("$@")
 [ "${#harnesses[@]}" -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

@@ -43,6 +43,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev libarchive-dev
   dataset-fashion-mnist
+  fortunes
 )
 # The test suite checks PyTorch interchange (tools/*.py) with Debian's torch and h5py; its network tests and
 # bench/overlap.py --network build a cluster of namespaces with ip and tc (scripts/netns_cluster.sh).

@@ -405,7 +405,11 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"evaluate --dataset synthetic", 2, "--checkpoint"},
                       BadInput{"train --dataset h5", 2, "--data-file: required"},
                       BadInput{"train --host-allocator jemalloc", 2, "--host-allocator"},
-                      BadInput{"train --precision fp16", 2, "--precision"}));
+                      BadInput{"train --precision fp16", 2, "--precision"},
+                      BadInput{"train --dataset text --model simplecnn", 2,
+                               "--dataset text: model simplecnn takes input (1, 28, 28), expected a model of token ids"},
+                      BadInput{"convert --dataset text --data-file /nonexistent-dtnn/a.txt --output /tmp/dtnn-never.h5",
+                               1, "/nonexistent-dtnn/a.txt: cannot open, no such file"}));
 
 CliRun mpirun(const std::string& args) {
   return dtnn_with_prefix("mpirun --oversubscribe --allow-run-as-root " + args);
@@ -653,6 +657,18 @@ TEST(CliTest, ConvertedHdf5DatasetTrains) {
                             " --steps-per-epoch 20 --batch-size 32 --quiet");
   EXPECT_EQ(train.status, 0) << train.output;
   EXPECT_NE(train.output.find("Test accuracy"), std::string::npos) << train.output;
+  fs::remove(h5);
+}
+
+// Debian's fortunes as token streams (docs/text.md): every byte of the corpus in one of the two splits.
+TEST(CliTest, TextCorpusConvertsToTokenStreams) {
+  const fs::path dir = "/usr/share/games/fortunes";
+  if (!fs::exists(dir)) DTNN_SKIP_UNLESS_STRICT("fortunes is not installed (apt-get install fortunes)");
+  const fs::path h5 = temp_path("fortunes.h5");
+  const CliRun convert = dtnn("convert --dataset text --output " + h5.string());
+  ASSERT_EQ(convert.status, 0) << convert.output;
+  EXPECT_NE(convert.output.find("fortunes or paragraphs of 43 files), vocabulary 256"), std::string::npos)
+      << convert.output;
   fs::remove(h5);
 }
 
