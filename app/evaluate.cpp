@@ -25,7 +25,7 @@ struct EvaluateOptions {
 
 int run_evaluate(const EvaluateOptions& o) {
   require_real_build("evaluate");
-  const models::ModelInfo& info = models::find(o.run.model.name);
+  const models::ModelInfo info = zoo_model_info(o.run.model);
   runtime::Engine engine(engine_options(o.run));
   select_device(o.run, engine);
   io::TrainTest data = load_data(o.run.data, info, o.eval.batch_size_, o.seed);

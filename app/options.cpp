@@ -65,6 +65,9 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
             "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "
             "residual block's BatchNorm, Add and ReLU are one pass (same results, fewer tensors and passes); "
             "off: every layer's own tasks");
+  app->add_option("--sequence", run.model.sequence,
+                  "a language model's sequence length, at most its context (default: its context)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--batch-size", step.batch_size, "samples per step (per rank under mpirun)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

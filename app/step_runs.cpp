@@ -93,7 +93,7 @@ void add_step_options(CLI::App* app, StepOptions& o) {
 }
 
 StepOutcome run_step_options(const StepOptions& o, const runtime::Mpi* mpi, bool measure_speeds) {
-  const models::ModelInfo& info = models::find(o.model.name);
+  const models::ModelInfo info = zoo_model_info(o.model);
   const bool gpu = o.device != "cpu";
   if (gpu && !runtime::built_with_cuda()) {
     throw InvalidArgument(fmt::format("--device {}: this build has no CUDA codelets, expected cpu (calibrate GPUs with "

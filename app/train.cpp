@@ -340,7 +340,7 @@ void report_preemption(const History& history, const CheckpointCallback& checkpo
 
 int run_train(TrainOptions o, bool benchmark) {
   require_real_build(benchmark ? "benchmark" : "train");
-  const models::ModelInfo& info = models::find(o.run.model.name);
+  const models::ModelInfo info = zoo_model_info(o.run.model);
   runtime::Mpi mpi(o.mpi_timeout);
   const bool talk = mpi.rank() == 0 && !o.run.quiet;
   // Preemption: SIGTERM, SIGINT or SIGUSR1 stop training at the next step boundary with a checkpoint.

@@ -194,10 +194,10 @@ def curve(a, out):
          "--workers", str(a.threads), "--tiles", str(a.tiles), "--history", history, "--report", report, "--quiet"])
     dtnn_seconds = time.time() - start
     with open(history) as f:
-        ours = [e["loss"] for e in json.load(f)["epochs"]]
+        ours = [e["loss"] for e in json.load(f)]
     with open(report) as f:
         rep = json.load(f)
-    ours_bpc = rep["test_bits_per_character"]
+    ours_bpc = rep["test_bits_per_char"]
 
     # PyTorch: the same batches, optimizer and clipping.
     torch.set_num_threads(a.threads)

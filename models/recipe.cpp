@@ -47,8 +47,24 @@ io::TrainTest open_dataset(const DataOptions& o, std::int64_t batch_hint) {
   return io::load_mnist_like(dir, o.dataset);
 }
 
+models::ModelInfo zoo_model_info(const ZooModelOptions& options) {
+  models::ModelInfo info = models::find(options.name);
+  if (options.sequence == 0) return info;
+  if (options.sequence < 0 || info.input.size() != 1) {
+    throw InvalidArgument(fmt::format("--sequence {}: model {} takes {} per sample, expected a language model "
+                                      "(token ids [context]) and a sequence >= 1",
+                                      options.sequence, info.name, to_string(info.input)));
+  }
+  if (options.sequence > info.input[0]) {
+    throw InvalidArgument(fmt::format("--sequence {}: longer than model {}'s context, expected at most {}",
+                                      options.sequence, info.name, info.input[0]));
+  }
+  info.input = {options.sequence};
+  return info;
+}
+
 Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed) {
-  const models::ModelInfo& info = models::find(options.name);
+  const models::ModelInfo info = zoo_model_info(options);
   check_precision_runs(options.precision, "--precision");
   Sequential model = info.make();
   for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), options.conv, options.precision);

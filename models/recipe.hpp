@@ -30,7 +30,14 @@ struct ZooModelOptions {
   // --precision otherwise).
   codelets::Precision precision = codelets::Precision::kFp32;
   bool fusion = true;  // Sequential::fusion
+  // A language model's sequence length, at most its context (the positional table keeps its length, so the
+  // parameters and a checkpoint are those of the model); 0: its context.
+  std::int64_t sequence = 0;
 };
+
+// The zoo's entry for options.name with the input the options give it (options.sequence). InvalidArgument naming
+// --sequence for a sequence given to a model of images, or longer than the model's context.
+models::ModelInfo zoo_model_info(const ZooModelOptions& options);
 
 // The zoo's model `options.name` with every convolution set to options.conv, built for its input shape with the
 // weights of `seed`. InvalidArgument (naming --model) for an unknown name.
