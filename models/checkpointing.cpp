@@ -77,6 +77,9 @@ void restore_checkpoint(const io::Checkpoint& c, Sequential& model, Optimizer* o
   if (optimizer == nullptr) return;
 
   const nlohmann::json opt = nlohmann::json::parse(c.optimizer, nullptr, false);
+  // Weights without an optimizer (tools/pytorch_to_checkpoint.py writes them: a start, not a resume) leave the
+  // optimizer fresh.
+  if (opt.is_object() && opt.empty() && c.optimizer_state.empty()) return;
   if (opt.is_discarded() || opt.value("name", "") != optimizer->name()) {
     throw DataError(fmt::format("{}: optimizer '{}' in the checkpoint, expected '{}'", file.string(),
                                 opt.is_discarded() ? "unreadable" : opt.value("name", ""), optimizer->name()));

@@ -123,5 +123,22 @@ TEST(CheckpointTest, OptimizerOfAnotherKindIsRejected) {
   EXPECT_THROW(restore_checkpoint(c, model, &adam, "x.h5"), DataError);
 }
 
+// Weights alone (what tools/pytorch_to_checkpoint.py writes): the weights load and the optimizer starts fresh; an
+// optimizer's state without its name is still refused.
+TEST(CheckpointTest, WeightsWithoutAnOptimizerStartAFreshOne) {
+  Sequential model = net(12);
+  model.build({2, 8, 8}, 3);
+  io::Checkpoint c = capture_checkpoint(model, nullptr, CheckpointMeta{"net"});
+  c.optimizer = "{}";
+  Sequential other = net(12);
+  other.build({2, 8, 8}, 4);
+  Adam adam(AdamOptions(0.1f));
+  restore_checkpoint(c, other, &adam, "weights.h5");
+  EXPECT_EQ(other.weights_checksum(), model.weights_checksum());
+  EXPECT_EQ(adam.steps(*other.named_parameters().front().parameter), 0);
+  c.optimizer_state.push_back({"0.weight.exp_avg", {1}, {0.0f}});
+  EXPECT_THROW(restore_checkpoint(c, other, &adam, "weights.h5"), DataError);
+}
+
 }  // namespace
 }  // namespace dtnn
