@@ -191,8 +191,11 @@ def curve(a, out):
          "--epochs", str(a.budget), "--steps-per-epoch", "1", "--seed", str(a.seed), "--optimizer", "adamw",
          "--lr", str(a.lr), "--beta1", str(BETAS[0]), "--beta2", str(BETAS[1]), "--weight-decay", str(WEIGHT_DECAY),
          "--no-weight-decay", "bias,norm,embedding", "--clip-grad-norm", str(CLIP), "--lr-schedule", "constant",
-         "--workers", str(a.threads), "--tiles", str(a.tiles), "--history", history, "--report", report, "--quiet"])
+         "--workers", str(a.threads), "--tiles", str(a.tiles), "--history", history, "--report", report, "--quiet",
+         "--checkpoint-dir", os.path.join(work, "trained")])
     dtnn_seconds = time.time() - start
+    sample = run([a.dtnn, "generate", "--checkpoint", os.path.join(work, "trained"), "--prompt", "The ", "--tokens",
+                  "200", "--temperature", "0.8", "--top-k", "20", "--seed", "1", "--workers", str(a.threads)])
     with open(history) as f:
         ours = [e["loss"] for e in json.load(f)]
     with open(report) as f:
@@ -222,12 +225,13 @@ def curve(a, out):
               "dtnn_loss": ours, "pytorch_loss": theirs, "max_relative_difference_first_steps": max(rel),
               "dtnn_validation_bpc": ours_bpc, "pytorch_validation_bpc": theirs_bpc,
               "unigram_bpc": unigram, "bigram_bpc": bigram, "dtnn_seconds": dtnn_seconds,
-              "pytorch_seconds": torch_seconds, "windows": [len(train_x), len(test_x)]}
+              "pytorch_seconds": torch_seconds, "windows": [len(train_x), len(test_x)], "dtnn_sample": sample}
     out["curve"] = result
     print(f"\nfirst {a.steps} steps: largest relative difference {max(rel):.2e} (step "
           f"{rel.index(max(rel)) + 1}); at step {a.budget}: dtnn loss {ours[-1]:.4f}, PyTorch {theirs[-1]:.4f}")
     print(f"validation bits per character after {a.budget} steps: dtnn {ours_bpc:.4f}, PyTorch {theirs_bpc:.4f} "
-          f"(difference {ours_bpc - theirs_bpc:+.4f}); unigram {unigram:.4f}, bigram {bigram:.4f}", flush=True)
+          f"(difference {ours_bpc - theirs_bpc:+.4f}); unigram {unigram:.4f}, bigram {bigram:.4f}")
+    print(f"dtnn generate --prompt 'The ' --tokens 200 --temperature 0.8 --top-k 20 --seed 1:\n{sample}", flush=True)
 
 
 TORCH_SPEED = r"""
@@ -311,6 +315,10 @@ def write_markdown(out, path):
                   f"{c['max_relative_difference_first_steps']:.2e}",
                   f"- validation bits per character: dtnn {c['dtnn_validation_bpc']:.4f}, PyTorch "
                   f"{c['pytorch_validation_bpc']:.4f} (unigram {c['unigram_bpc']:.4f}, bigram {c['bigram_bpc']:.4f})",
+                  f"- seconds for the {c['budget']} steps (one step an epoch, dtnn's test evaluation included): dtnn "
+                  f"{c['dtnn_seconds']:.0f}, PyTorch {c['pytorch_seconds']:.0f}", "",
+                  "A sample of dtnn's model (`dtnn generate --prompt 'The ' --tokens 200 --temperature 0.8 --top-k 20 "
+                  "--seed 1`):", "", "```", c.get("dtnn_sample", "").rstrip(), "```",
                   "", "| step | dtnn loss | PyTorch loss | relative difference |", "|---:|---:|---:|---:|"]
         for i, (o, t) in enumerate(zip(c["dtnn_loss"], c["pytorch_loss"])):
             if i < 10 or (i + 1) % 25 == 0 or i + 1 == len(c["dtnn_loss"]):

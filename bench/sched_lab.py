@@ -48,6 +48,7 @@ MODELS = {
     "resnet18_cifar10": 32,
     "vgg16_cifar10": 32,
     "densenet121_cifar10": 16,
+    "gpt_char": 8,  # windows of 256 bytes: 2048 tokens a step (synthetic token ids)
 }
 FOCUS = ["lws", "dmdas", "dtnn-uprank", "prio", "eager"]
 

@@ -38,6 +38,7 @@ SETUP = {
     "simplecnn": (64, 2, 30, 30),
     "resnet18_cifar10": (32, 2, 12, 16),
     "vgg16_cifar10": (32, 2, 12, 16),
+    "gpt_char": (8, 2, 8, 10),
 }
 CONFIGS = [(1, "lws"), (2, "lws"), (1, "dmdas"), (2, "dmdas")]
 # Open MPI's shared-memory transport as dtnn chooses it (runtime/mpi.cpp: single copy where the kernel allows it).

@@ -39,6 +39,14 @@ std::string MultiHeadAttention::describe() const {
                               options_.causal_ ? ", causal" : "", options_.bias_ ? "" : ", no bias");
   if (options_.dropout_ > 0.0) s += fmt::format(", dropout {:g}", options_.dropout_);
   if (options_.seed_) s += fmt::format(", seed {}", *options_.seed_);
+  // The probabilities [heads, seq, seq] of every sample stay from the forward pass to the backward one: at long
+  // sequences the largest activation of a transformer.
+  if (seq_ > 0) {
+    const std::int64_t bytes = options_.num_heads_ * seq_ * seq_ * static_cast<std::int64_t>(sizeof(float));
+    s += bytes >= (1 << 20)   ? fmt::format(", scores {:.1f} MiB/sample", static_cast<double>(bytes) / (1 << 20))
+         : bytes >= (1 << 10) ? fmt::format(", scores {:.1f} KiB/sample", static_cast<double>(bytes) / (1 << 10))
+                              : fmt::format(", scores {} B/sample", bytes);
+  }
   return s;
 }
 

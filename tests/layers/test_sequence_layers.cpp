@@ -775,7 +775,8 @@ TEST(MultiHeadAttentionTest, HasPyTorchsParameterNamesShapesAndCount) {
   EXPECT_EQ(p[3]->name, "out_proj.bias");
   // nn.MultiheadAttention(12, 3): 4 E^2 + 4 E.
   EXPECT_EQ(attn.parameter_count(), 4 * 144 + 48);
-  EXPECT_EQ(attn.describe(), "3 heads of 4, causal");
+  // The probabilities kept for backward: 3 heads x 5 x 5 floats a sample.
+  EXPECT_EQ(attn.describe(), "3 heads of 4, causal, scores 300 B/sample");
   const float bound = std::sqrt(6.0f / 48.0f);  // xavier_uniform_ on [3E, E]
   for (float v : p[0]->value.to_vector()) ASSERT_LE(std::abs(v), bound);
   MultiHeadAttention nobias(MultiHeadAttentionOptions(12, 3).bias(false));
