@@ -16,9 +16,11 @@ namespace dtnn::app {
 Command add_models(CLI::App& program) {
   CLI::App* app = program.add_subcommand("models", "list the model zoo");
   return {app, [] {
+            // A language model's input is (context) token ids and its classes are its vocabulary.
             for (const auto& m : models::registry()) {
-              fmt::print("{:<22} input {:<16} {:>4} classes  {}\n", m.name, to_string(m.input), m.classes,
-                         m.description);
+              const bool tokens = m.input.size() == 1;
+              fmt::print("{:<22} input {:<16} {:>5} {:<10} {}\n", m.name, to_string(m.input), m.classes,
+                         tokens ? "tokens" : "classes", m.description);
             }
             return 0;
           }};

@@ -19,6 +19,7 @@
 #include "io/checkpoint.hpp"
 #include "io/dataset.hpp"
 #include "io/h5dataset.hpp"
+#include "io/h5tokens.hpp"
 #include "io/hdf5.hpp"
 #include "runtime/machine.hpp"
 #include "runtime/machine_archive.hpp"
@@ -239,6 +240,17 @@ void text(const fs::path& out) {
   write_bytes(out / "paragraphs", Bytes(paragraphs.begin(), paragraphs.end()));
 }
 
+// Token files (write_h5_tokens): a byte-level corpus of two splits (uint8) and a vocabulary above 256 (int32).
+void h5tokens(const fs::path& out) {
+  fs::create_directories(out);
+  std::vector<std::int32_t> train, test, wide;
+  for (int i = 0; i < 40; ++i) train.push_back((i * 37 + 11) % 256);
+  for (int i = 0; i < 12; ++i) test.push_back((i * 91 + 3) % 256);
+  for (int i = 0; i < 20; ++i) wide.push_back((i * 4099 + 7) % 50257);
+  dtnn::io::write_h5_tokens(out / "bytes.h5", "fortunes", 256, {{"train", train, 3}, {"test", test, 1}});
+  dtnn::io::write_h5_tokens(out / "wide.h5", "wide", 50257, {{"train", wide, 0}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,6 +267,7 @@ int main(int argc, char** argv) {
     cifar(out / "cifar");
     text(out / "text");
     h5dataset(out / "h5dataset");
+    h5tokens(out / "h5tokens");
     checkpoint(out / "checkpoint");
     const fs::path gpu = extract(source / "bench/results/machines/h200_xeon16.tar.xz", scratch, "gpu");
     const fs::path cpu = extract(source / "tests/data/machine-zen5.tar.xz", scratch, "cpu");

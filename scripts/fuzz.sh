@@ -4,7 +4,7 @@
 # AddressSanitizer and UBSan in build-fuzz (-DDTNN_FUZZ=ON), runs each for SECONDS (default 60) from its seeds
 # (fuzz/corpus/<harness>), one after the other, and prints a table: harness, seconds, executions, crashes.
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]     e.g. scripts/fuzz.sh 300 idx checkpoint
-# Harnesses: idx cifar text h5dataset checkpoint machine_folder machine_archive options (all by default).
+# Harnesses: idx cifar text h5dataset h5tokens checkpoint machine_folder machine_archive options (all by default).
 # A run stops at its first finding (a crash, a sanitizer report, a leak, an input slower than 25 s, one allocation
 # of ours over 128 MB, 2 GB resident), which libFuzzer writes to build-fuzz/findings/<harness>/ (crash-*, leak-*,
 # timeout-*, oom-*); reproduce it with build-fuzz/bin/fuzz_<harness> FILE. The inputs a run found new coverage with
@@ -19,7 +19,7 @@ seconds="${1:-60}"
 case "$seconds" in
   ''|*[!0-9]*) echo "fuzz.sh: SECONDS '$seconds', expected a whole number of seconds" >&2; exit 2 ;;
 esac
-all=(idx cifar text h5dataset checkpoint machine_folder machine_archive options)
+all=(idx cifar text h5dataset h5tokens checkpoint machine_folder machine_archive options)
 harnesses=("$@")
 [ "${#harnesses[@]}" -gt 0 ] || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do
@@ -59,7 +59,7 @@ for h in "${harnesses[@]}"; do
   # One allocation of 128 MB is already far more than these small inputs can justify; the HDF5 harnesses keep that
   # limit on our allocations themselves, and libhdf5's are left to fail as they do outside (fuzz/fuzz_hdf5.hpp).
   malloc_limit=128
-  case "$h" in h5dataset|checkpoint) malloc_limit=1048576 ;; esac
+  case "$h" in h5dataset|h5tokens|checkpoint) malloc_limit=1048576 ;; esac
   start=$(date +%s)
   rc=0
   # No -ignore_crashes, no dictionary: a run stops at what it finds.

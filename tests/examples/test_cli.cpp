@@ -798,6 +798,9 @@ TEST(CliTest, ModelsAndSummaryList) {
   const CliRun models = dtnn("models");
   EXPECT_EQ(models.status, 0);
   EXPECT_NE(models.output.find("simplecnn"), std::string::npos);
+  // A language model's classes are its vocabulary of tokens.
+  EXPECT_NE(models.output.find("256 tokens     character-level GPT"), std::string::npos) << models.output;
+  EXPECT_NE(models.output.find("10 classes    2 x (conv3x3"), std::string::npos) << models.output;
   const CliRun summary = dtnn("summary simplecnn");
   EXPECT_EQ(summary.status, 0) << summary.output;
   EXPECT_NE(summary.output.find("Total parameters: 421,642"), std::string::npos) << summary.output;
