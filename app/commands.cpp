@@ -8,8 +8,8 @@ std::vector<Command> add_commands(CLI::App& program, int argc, char** argv) {
   program.require_subcommand(1);
   program.set_help_all_flag("--help-all", "help for every subcommand");
   return {add_train(program),      add_benchmark(program), add_evaluate(program),  add_models(program),
-          add_schedulers(program), add_summary(program),   add_convert(program),   add_calibrate(program), add_generate(program),
-          add_simulate(program, argc, argv)};
+          add_schedulers(program), add_summary(program),   add_convert(program),   add_calibrate(program),
+          add_generate(program),   add_simulate(program, argc, argv)};
 }
 
 }  // namespace dtnn::app
