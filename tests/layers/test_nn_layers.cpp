@@ -25,10 +25,13 @@
 #include "runtime/engine.hpp"
 #include "core/errors.hpp"
 #include "support/gradient_check.hpp"
+#include "support/tensor_checks.hpp"
 
 namespace dtnn {
 namespace {
 
+using test_support::bitwise_equal;
+using test_support::fill_random;
 using testing::check_layer_gradients;
 using testing::GradCheckOptions;
 
@@ -45,22 +48,6 @@ void expect_invalid(Fn&& fn, const std::string& fragment) {
 Shape batch_of(std::int64_t n, Shape s) {
   s.insert(s.begin(), n);
   return s;
-}
-
-void fill_random(Tensor& t, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {
-  Rng rng(seed);
-  auto a = t.write();
-  for (float& v : a.data()) v = rng.uniform(low, high);
-}
-
-::testing::AssertionResult bitwise_equal(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << got[i] << " vs " << want[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

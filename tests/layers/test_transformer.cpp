@@ -25,29 +25,16 @@
 #include "models/zoo.hpp"
 #include "support/gradient_check.hpp"
 #include "support/throws_with.hpp"
+#include "support/tensor_checks.hpp"
 
 namespace dtnn {
 namespace {
 
+using test_support::bitwise_equal;
+using test_support::fill_random;
 using test_support::throws_with;
 using testing::check_layer_gradients;
 using testing::GradCheckOptions;
-
-void fill_random(Tensor& t, std::uint64_t seed, float low = -1.0f, float high = 1.0f) {
-  Rng rng(seed);
-  auto a = t.write();
-  for (float& v : a.data()) v = rng.uniform(low, high);
-}
-
-::testing::AssertionResult bitwise_equal(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << got[i] << " vs " << want[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // Every parameter of a layer and its children from U(-0.5, 0.5), LayerNorm's weights around 1: the checks see every
 // term (PyTorch starts biases at zero and LayerNorm at the identity).

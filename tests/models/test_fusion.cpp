@@ -20,9 +20,12 @@
 #include "models/zoo.hpp"
 #include "core/errors.hpp"
 #include "support/blocks.hpp"
+#include "support/tensor_checks.hpp"
 
 namespace dtnn {
 namespace {
+
+using test_support::bitwise_equal;
 
 Sequential conv_bn_net() {
   Sequential m;
@@ -76,16 +79,6 @@ Sequential every_fusion_net() {
       .add_as<ReLU>("fc1.relu")
       .add_as<Dense>("fc2", DenseOptions(10, 3));
   return m;
-}
-
-::testing::AssertionResult bitwise_equal(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << got[i] << " vs " << want[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 struct Trained {

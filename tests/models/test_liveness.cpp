@@ -24,9 +24,12 @@
 #include "runtime/engine.hpp"
 #include "runtime/host_memory.hpp"
 #include "support/blocks.hpp"
+#include "support/tensor_checks.hpp"
 
 namespace dtnn {
 namespace {
+
+using test_support::bitwise_equal;
 
 // Every kind of lifetime the containers release: a fused stem, residual blocks with an identity and a projection
 // shortcut (BatchNorm + Add + ReLU fused), a concatenation with an identity path, a convolution and a dense layer
@@ -80,16 +83,6 @@ TrainedRun train(Storage storage, int fusion, int tiles) {
   for (const auto& b : model.named_buffers()) r.state.emplace_back(b.name, b.buffer->value.to_vector());
   r.predictions = predict(model, data, EvalOptions().batch_size(16).tiles(tiles).activations(storage));
   return r;
-}
-
-::testing::AssertionResult bitwise_equal(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i])) {
-      return ::testing::AssertionFailure() << "first difference at [" << i << "]: " << got[i] << " vs " << want[i];
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 TEST(LivenessTest, TransientActivationsTrainBitwiseToKeptOnes) {
