@@ -103,21 +103,29 @@ struct InOrderArgs {
   int accumulate;
 };
 
-// Buffers: x, dy, dw.
+// Buffers: x, dy, dw, then db with the bias.
+template <Bias B>
 void dense_bwd_weights_in_order_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<InOrderArgs>(cl_arg);
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::dense_bwd_weights_in_order(a.groups, a.rows, a.in, a.out, runtime::vector_ptr(buffers[0]),
                                            runtime::vector_ptr(buffers[1]), a.accumulate,
-                                           runtime::vector_ptr(buffers[2]));
+                                           runtime::vector_ptr(buffers[2]), db);
 }
 
-// Tile 0 writes the gradient (a transient one has no value before), the next tiles read and add.
+// Tile 0 writes the gradients (a transient one has no value before), the next tiles read and add.
 runtime::Codelet cl_dense_bwd_weights_in_order("dense_bwd_weights_in_order",
-                                               runtime::guarded<dense_bwd_weights_in_order_cpu>,
+                                               runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWithout>>,
                                                {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_dense_bwd_weights_in_order_add("dense_bwd_weights_in_order_add",
-                                                   runtime::guarded<dense_bwd_weights_in_order_cpu>,
+                                                   runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWithout>>,
                                                    {STARPU_R, STARPU_R, STARPU_RW});
+runtime::Codelet cl_dense_bwd_weights_in_order_bias("dense_bwd_weights_in_order_bias",
+                                                    runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWith>>,
+                                                    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_in_order_bias_add(
+    "dense_bwd_weights_in_order_bias_add", runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWith>>,
+    {STARPU_R, STARPU_R, STARPU_RW, STARPU_RW});
 
 // The GEMM's rows: every position of every sample of the tile (Dense works on the last axis).
 int gemm_rows(const Tensor& x, std::int64_t in, int tile) {
@@ -163,7 +171,8 @@ void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor&
                        task_info(tag, "bwd_weights", tile, 2.0 * a.n * a.in * a.out, name), data, a);
 }
 
-void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, int tile) {
+void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db,
+                                       int tile) {
   check_same_tiling(tag, x, dy);
   const std::int64_t in = dw.shape()[1];
   const std::int64_t out = dw.shape()[0];
@@ -172,13 +181,13 @@ void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, cons
   std::string name;
   const runtime::TaskInfo info =
       task_info(tag, "bwd_weights", tile, 2.0 * a.groups * a.rows * static_cast<double>(in) * out, name);
-  if (a.accumulate == 0) {
-    runtime::submit_task(cl_dense_bwd_weights_in_order, info, {rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw.handle())},
-                         a);
-  } else {
-    runtime::submit_task(cl_dense_bwd_weights_in_order_add, info,
-                         {rd(x.tile(tile)), rd(dy.tile(tile)), rdwr(dw.handle())}, a);
-  }
+  const auto grad = [&](Tensor& g) { return a.accumulate == 0 ? wr(g.handle()) : rdwr(g.handle()); };
+  std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), grad(dw)};
+  if (db != nullptr) data.push_back(grad(*db));
+  runtime::Codelet& codelet =
+      db == nullptr ? (a.accumulate == 0 ? cl_dense_bwd_weights_in_order : cl_dense_bwd_weights_in_order_add)
+                    : (a.accumulate == 0 ? cl_dense_bwd_weights_in_order_bias : cl_dense_bwd_weights_in_order_bias_add);
+  runtime::submit_task(codelet, info, data, a);
 }
 
 }  // namespace dtnn::codelets

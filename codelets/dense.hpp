@@ -17,10 +17,11 @@ void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w
 void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw_tiles,
                               Tensor* db_tiles, int tile);
 
-// dw[out, in] = the sum over the samples of the batch, in batch order, of dy[sample]^T * x[sample]: tile 0 writes dw,
-// each next tile adds its samples to what the one before left, so the tiles must be submitted in order. The bits do
-// not depend on the tile count (a weight shared with a layer that accumulates onto it the same way: a tied head).
-// CPU bodies only.
-void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, int tile);
+// dw[out, in] = the sum over the samples of the batch, in batch order, of dy[sample]^T * x[sample], and db[out] (may
+// be null) the sum of dy's rows in batch order: tile 0 writes them, each next tile adds its samples to what the one
+// before left, so the tiles must be submitted in order. The bits do not depend on the tile count (Dense on sequences;
+// a weight shared with a layer that accumulates onto it the same way: a tied head). CPU bodies only.
+void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db,
+                                       int tile);
 
 }  // namespace dtnn::codelets

@@ -156,14 +156,13 @@ void MultiHeadAttention::backward(const Tensor& x, const Tensor& y, const Tensor
   Tensor& dqkv = scratch_of(x, kQkvGrad);
   for (int t = 0; t < dy.tiles(); ++t) {
     codelets::submit_dense_bwd_data({out_name, data}, dy, out_weight_->value, dcontext, t);
-    codelets::submit_dense_bwd_weights({out_name, ctx.priority}, context, dy, out_weight_->tile_grads,
-                                       out_bias_ ? &out_bias_->tile_grads : nullptr, t);
+    codelets::submit_dense_bwd_weights_in_order({out_name, ctx.priority}, context, dy, out_weight_->grad,
+                                                out_bias_ ? &out_bias_->grad : nullptr, t);
     codelets::submit_attention_bwd_data({name(), data}, a, drop ? &*drop : nullptr, qkv, probs, dcontext, dqkv, t);
     if (dx != nullptr) codelets::submit_dense_bwd_data({in_name, data}, dqkv, in_weight_->value, *dx, t);
-    codelets::submit_dense_bwd_weights({in_name, ctx.priority}, x, dqkv, in_weight_->tile_grads,
-                                       in_bias_ ? &in_bias_->tile_grads : nullptr, t);
+    codelets::submit_dense_bwd_weights_in_order({in_name, ctx.priority}, x, dqkv, in_weight_->grad,
+                                                in_bias_ ? &in_bias_->grad : nullptr, t);
   }
-  submit_gradient_sums(dy.tiles(), ctx);
   // Their last readers are the tasks above.
   qkv.discard();
   probs.discard();

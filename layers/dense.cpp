@@ -39,6 +39,7 @@ Shape Dense::build(const Shape& in) {
                                       "the last axis, or in all)",
                                       name(), to_string(in), numel(in), options_.in_));
   }
+  sequence_ = numel(in) / options_.in_ > 1;
   weight_ = &add_parameter("weight", {options_.out_, options_.in_});
   if (options_.bias_) {
     bias_ = &add_parameter("bias", {options_.out_});
@@ -67,11 +68,19 @@ void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
       codelets::submit_dense_bwd_data(data_tag, *g, weight_->value, *dx, t);
     }
   }
-  for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_dense_bwd_weights(weights_tag, x, *g, weight_->tile_grads, bias_ ? &bias_->tile_grads : nullptr,
-                                       t);
+  if (sequence_) {
+    // Sample after sample in batch order, chained across the tiles: the same bits whatever the tile count.
+    for (int t = 0; t < dy.tiles(); ++t) {
+      codelets::submit_dense_bwd_weights_in_order(weights_tag, x, *g, weight_->grad, bias_ ? &bias_->grad : nullptr,
+                                                  t);
+    }
+  } else {
+    for (int t = 0; t < dy.tiles(); ++t) {
+      codelets::submit_dense_bwd_weights(weights_tag, x, *g, weight_->tile_grads,
+                                         bias_ ? &bias_->tile_grads : nullptr, t);
+    }
+    submit_gradient_sums(dy.tiles(), ctx);
   }
-  submit_gradient_sums(dy.tiles(), ctx);
   // The masked gradient's last readers are the tasks above (a transient scratch's memory goes back now).
   if (g != &dy) g->discard();
 }

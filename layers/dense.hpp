@@ -41,6 +41,11 @@ class Dense : public Layer {
   DenseOptions options_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
+  // Several rows per sample (a sequence on the last axis): the weight gradients are summed sample by sample in batch
+  // order (the same bits for any tile count; a sequence's GEMM of seq rows keeps that efficient). One row per
+  // sample: per-tile partial GEMMs summed in tile order (the same bits for a given tile count, as the classifiers'
+  // convolutions; a GEMM per sample would be a rank-1 update).
+  bool sequence_ = false;
 };
 
 }  // namespace dtnn

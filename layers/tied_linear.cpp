@@ -51,7 +51,9 @@ void TiedLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Te
     for (int t = 0; t < dy.tiles(); ++t) codelets::submit_dense_bwd_data(data_tag, dy, table.value, *dx, t);
   }
   // In tile order: the Embedding's backward adds the lookup's gradient after these.
-  for (int t = 0; t < dy.tiles(); ++t) codelets::submit_dense_bwd_weights_in_order(weights_tag, x, dy, table.grad, t);
+  for (int t = 0; t < dy.tiles(); ++t) {
+    codelets::submit_dense_bwd_weights_in_order(weights_tag, x, dy, table.grad, nullptr, t);
+  }
 }
 
 }  // namespace dtnn

@@ -87,11 +87,23 @@ void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, 
 }
 
 void dense_bwd_weights_in_order(int groups, int rows, int in, int out, const float* x, const float* dy, int accumulate,
-                                float* dw) {
-  if (out <= 0 || in <= 0) {
+                                float* dw, float* db) {
+  if (out <= 0) {
     return;
   }
   const auto cols = static_cast<std::size_t>(out);
+  const std::size_t all_rows =
+      static_cast<std::size_t>(std::max(groups, 0)) * static_cast<std::size_t>(std::max(rows, 0));
+  if (db != nullptr) {
+    if (accumulate == 0) std::fill_n(db, cols, 0.0f);
+    for (std::size_t i = 0; i < all_rows; ++i) {
+      const float* row = dy + i * cols;
+      for (std::size_t j = 0; j < cols; ++j) db[j] += row[j];
+    }
+  }
+  if (in <= 0) {
+    return;
+  }
   if (accumulate == 0) {
     std::fill_n(dw, cols * static_cast<std::size_t>(in), 0.0f);
   }

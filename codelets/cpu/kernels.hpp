@@ -22,10 +22,11 @@ void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, flo
 // dw[out, in] = dy^T * x ; db[out] = sum over n of dy (db may be null)
 void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, float* dw, float* db);
 // dw[out, in] (+)= dy^T * x group by group: `groups` GEMMs of `rows` rows each (a sample's positions), each adding
-// to dw what the ones before it left (the first overwrites dw unless accumulate != 0). The bits depend on the
-// groups' order only, not on how a batch is split into calls: the fixed-order weight gradient of a tied head.
+// to dw what the ones before it left (the first overwrites dw unless accumulate != 0); db[out] (+)= dy's rows, one
+// after the other (db may be null). The bits depend on the groups' order only, not on how a batch is split into
+// calls: the fixed-order weight gradients of Dense on sequences and of a tied head.
 void dense_bwd_weights_in_order(int groups, int rows, int in, int out, const float* x, const float* dy, int accumulate,
-                                float* dw);
+                                float* dw, float* db);
 
 // ---- Bias over channels of an NCHW tensor (plane = H*W; dense layers use plane = 1) ----
 void bias_add_fwd(int n, int channels, std::size_t plane, const float* b, float* y);
