@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "codelets/cuda/dropout.hpp"
+#include "codelets/cuda/dropout_draw.cuh"
 #include "codelets/cuda/launch.cuh"
 
 namespace dtnn::kernels::cuda {
@@ -9,25 +10,8 @@ using std::size_t;
 using std::uint32_t;
 using std::uint64_t;
 
-// codelets/cpu/dropout.cpp, line for line: any change there must be made here too (the CPU-vs-CUDA test compares
-// the masks bit for bit).
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-
-__device__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-__device__ inline uint64_t splitmix64(uint64_t x) { return mix64(x + kGolden); }
-
-__device__ inline uint64_t row_key(uint64_t seed, std::int64_t step, std::int64_t row) {
-  return splitmix64(splitmix64(splitmix64(seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(row));
-}
-
-// kept: the scale; dropped: +0 (the CPU selects the scale's bits through a mask of zeros).
 __device__ inline void apply(uint32_t draw, const DropoutParams& p, float x, float& mask, float& y) {
-  const float m = static_cast<uint64_t>(draw) >= p.threshold ? p.scale : 0.0f;
+  const float m = detail::mask_of(draw, p);
   mask = m;
   y = __fmul_rn(x, m);
 }
@@ -39,8 +23,8 @@ __global__ void dropout_fwd_kernel(DropoutParams p, std::int64_t first_row, size
   DTNN_GRID_STRIDE(q, pairs) {
     const size_t i = q / row_pairs;
     const size_t j = q - i * row_pairs;
-    const uint64_t key = row_key(p.seed, p.step, first_row + static_cast<std::int64_t>(i));
-    const uint64_t h = mix64(key + (static_cast<uint64_t>(j) + 1) * kGolden);
+    const uint64_t key = detail::row_key(p.seed, p.step, first_row + static_cast<std::int64_t>(i));
+    const uint64_t h = detail::draw_pair(key, static_cast<uint64_t>(j));
     const size_t e = i * row_elements + 2 * j;
     apply(static_cast<uint32_t>(h >> 32), p, x[e], mask[e], y[e]);
     if (2 * j + 1 < row_elements) {
