@@ -5,6 +5,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/attention.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -37,13 +41,44 @@ void attention_bwd_data_cpu(void** buffers, void* cl_arg) {
                                    runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
 }
 
-// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers. Footprints from the data
-// sizes only: the arguments carry the step, which would make every task a new history.
+#ifdef DTNN_HAVE_CUDA
+void* scratch_for(const AttentionArgs& a, kernels::cuda::AttentionPass pass) {
+  const std::size_t bytes = kernels::cuda::attention_scratch_bytes(a.shape, pass, a.dropout);
+  return bytes > 0 ? runtime::cuda::workspace(bytes) : nullptr;
+}
+
+template <Masked M>
+void attention_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
+  const std::int32_t* padded = M == Masked::kYes ? runtime::vector_ptr_as<const std::int32_t>(buffers[3]) : nullptr;
+  void* scratch = scratch_for(a, kernels::cuda::AttentionPass::kForward);
+  kernels::cuda::attention_fwd(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
+                               runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                               runtime::vector_ptr(buffers[2]), padded, scratch, runtime::cuda::cublas(),
+                               runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "attention_fwd");
+}
+
+void attention_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<AttentionArgs>(cl_arg);
+  void* scratch = scratch_for(a, kernels::cuda::AttentionPass::kBackward);
+  kernels::cuda::attention_bwd_data(a.shape, a.n, a.first_row, a.dropout ? &a.drop : nullptr,
+                                    runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                    runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]), scratch,
+                                    runtime::cuda::cublas(), runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "attention_bwd_data");
+}
+#endif
+
+// Footprints from the data sizes only: the arguments carry the step, which would make every task a new history.
 runtime::Codelet cl_attention_fwd("attention_fwd", runtime::guarded<attention_fwd_cpu<Masked::kNo>>,
+                                  DTNN_CUDA_FUNC(runtime::guarded<attention_fwd_cuda<Masked::kNo>>),
                                   {STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 runtime::Codelet cl_attention_fwd_masked("attention_fwd_masked", runtime::guarded<attention_fwd_cpu<Masked::kYes>>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<attention_fwd_cuda<Masked::kYes>>),
                                          {STARPU_R, STARPU_W, STARPU_W, STARPU_R}, runtime::Footprint::kData);
 runtime::Codelet cl_attention_bwd_data("attention_bwd_data", runtime::guarded<attention_bwd_data_cpu>,
+                                       DTNN_CUDA_FUNC(runtime::guarded<attention_bwd_data_cuda>),
                                        {STARPU_R, STARPU_R, STARPU_R, STARPU_W}, runtime::Footprint::kData);
 
 AttentionArgs args_for(const AttentionShape& a, const DropoutDraw* drop, const Tensor& qkv, int tile) {
