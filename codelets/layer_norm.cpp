@@ -7,6 +7,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/layer_norm.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -48,22 +52,59 @@ void layer_norm_bwd_weights_cpu(void** buffers, void* cl_arg) {
                                        runtime::vector_ptr(buffers[3]), runtime::vector_ptr(buffers[4]));
 }
 
-// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers.
+#ifdef DTNN_HAVE_CUDA
+template <Affine A>
+void layer_norm_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<LayerNormArgs>(cl_arg);
+  const float* w = A == Affine::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  const float* b = A == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
+  kernels::cuda::layer_norm_fwd(a.rows, a.width, a.eps, runtime::vector_ptr(buffers[0]), w, b,
+                                runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "layer_norm_fwd");
+}
+
+template <Affine A>
+void layer_norm_bwd_data_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<LayerNormArgs>(cl_arg);
+  const float* w = A == Affine::kWith ? runtime::vector_ptr(buffers[4]) : nullptr;
+  kernels::cuda::layer_norm_bwd_data(a.rows, a.width, runtime::vector_ptr(buffers[0]),
+                                     runtime::vector_ptr(buffers[1]), w, runtime::vector_ptr(buffers[2]),
+                                     runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "layer_norm_bwd_data");
+}
+
+void layer_norm_bwd_weights_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<LayerNormArgs>(cl_arg);
+  kernels::cuda::layer_norm_bwd_weights(a.rows, a.width, runtime::vector_ptr(buffers[0]),
+                                        runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                        a.accumulate, runtime::vector_ptr(buffers[3]),
+                                        runtime::vector_ptr(buffers[4]), runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "layer_norm_bwd_weights");
+}
+#endif
+
 runtime::Codelet cl_layer_norm_fwd("layer_norm_fwd", runtime::guarded<layer_norm_fwd_cpu<Affine::kWith>>,
+                                   DTNN_CUDA_FUNC(runtime::guarded<layer_norm_fwd_cuda<Affine::kWith>>),
                                    {STARPU_R, STARPU_W, STARPU_W, STARPU_R, STARPU_R});
 runtime::Codelet cl_layer_norm_fwd_noaffine("layer_norm_fwd_noaffine",
                                             runtime::guarded<layer_norm_fwd_cpu<Affine::kWithout>>,
+                                            DTNN_CUDA_FUNC(runtime::guarded<layer_norm_fwd_cuda<Affine::kWithout>>),
                                             {STARPU_R, STARPU_W, STARPU_W});
 runtime::Codelet cl_layer_norm_bwd_data("layer_norm_bwd_data", runtime::guarded<layer_norm_bwd_data_cpu<Affine::kWith>>,
+                                        DTNN_CUDA_FUNC(runtime::guarded<layer_norm_bwd_data_cuda<Affine::kWith>>),
                                         {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_layer_norm_bwd_data_noaffine("layer_norm_bwd_data_noaffine",
-                                                 runtime::guarded<layer_norm_bwd_data_cpu<Affine::kWithout>>,
-                                                 {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_layer_norm_bwd_data_noaffine(
+    "layer_norm_bwd_data_noaffine", runtime::guarded<layer_norm_bwd_data_cpu<Affine::kWithout>>,
+    DTNN_CUDA_FUNC(runtime::guarded<layer_norm_bwd_data_cuda<Affine::kWithout>>),
+    {STARPU_R, STARPU_R, STARPU_R, STARPU_W});
 // Tile 0 writes the gradients (transient ones have no value before), the next tiles read and add.
 runtime::Codelet cl_layer_norm_bwd_weights("layer_norm_bwd_weights", runtime::guarded<layer_norm_bwd_weights_cpu>,
+                                           DTNN_CUDA_FUNC(runtime::guarded<layer_norm_bwd_weights_cuda>),
                                            {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W});
 runtime::Codelet cl_layer_norm_bwd_weights_add("layer_norm_bwd_weights_add",
                                                runtime::guarded<layer_norm_bwd_weights_cpu>,
+                                               DTNN_CUDA_FUNC(runtime::guarded<layer_norm_bwd_weights_cuda>),
                                                {STARPU_R, STARPU_R, STARPU_R, STARPU_RW, STARPU_RW});
 
 // The tile's rows and the row width; checks that stats hold two values per row.
