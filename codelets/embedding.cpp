@@ -5,6 +5,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/embedding.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -32,14 +36,35 @@ void embedding_bwd_weights_cpu(void** buffers, void* cl_arg) {
                                       runtime::vector_ptr(buffers[1]), a.accumulate, runtime::vector_ptr(buffers[2]));
 }
 
-// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers.
+#ifdef DTNN_HAVE_CUDA
+// An id outside the table gives a NaN row rather than a DataError (codelets/cuda/embedding.hpp says why).
+void embedding_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<EmbeddingArgs>(cl_arg);
+  kernels::cuda::embedding_fwd(a.rows, a.dim, a.num, runtime::vector_ptr_as<const std::int32_t>(buffers[0]),
+                               runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                               runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "embedding_fwd");
+}
+
+void embedding_bwd_weights_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<EmbeddingArgs>(cl_arg);
+  kernels::cuda::embedding_bwd_weights(a.rows, a.dim, a.num, a.padding_idx,
+                                       runtime::vector_ptr_as<const std::int32_t>(buffers[0]),
+                                       runtime::vector_ptr(buffers[1]), a.accumulate, runtime::vector_ptr(buffers[2]),
+                                       runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "embedding_bwd_weights");
+}
+#endif
+
 runtime::Codelet cl_embedding_fwd("embedding_fwd", runtime::guarded<embedding_fwd_cpu>,
-                                  {STARPU_R, STARPU_R, STARPU_W});
+                                  DTNN_CUDA_FUNC(runtime::guarded<embedding_fwd_cuda>), {STARPU_R, STARPU_R, STARPU_W});
 // Tile 0 writes the gradient (a transient one has no value before), the next tiles read and add.
 runtime::Codelet cl_embedding_bwd_weights("embedding_bwd_weights", runtime::guarded<embedding_bwd_weights_cpu>,
+                                          DTNN_CUDA_FUNC(runtime::guarded<embedding_bwd_weights_cuda>),
                                           {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_embedding_bwd_weights_add("embedding_bwd_weights_add",
                                               runtime::guarded<embedding_bwd_weights_cpu>,
+                                              DTNN_CUDA_FUNC(runtime::guarded<embedding_bwd_weights_cuda>),
                                               {STARPU_R, STARPU_R, STARPU_RW});
 
 EmbeddingArgs args_for(const TaskTag& tag, const Tensor& ids, const Tensor& table, const Tensor& y_or_dy,

@@ -5,6 +5,10 @@
 
 #include "codelets/cpu/nn_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/positional.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -31,14 +35,33 @@ void positional_bwd_weights_cpu(void** buffers, void* cl_arg) {
                                        runtime::vector_ptr(buffers[1]));
 }
 
-// CPU bodies only for now: on a machine with GPUs these tasks run on its CPU workers. Tile 0 writes the gradient
-// (a transient one has no value before), the next tiles read and add.
+#ifdef DTNN_HAVE_CUDA
+void positional_add_fwd_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<PositionalArgs>(cl_arg);
+  kernels::cuda::positional_add_fwd(a.n, a.seq, a.dim, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                    runtime::vector_ptr(buffers[2]), runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "positional_add_fwd");
+}
+
+void positional_bwd_weights_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<PositionalArgs>(cl_arg);
+  kernels::cuda::positional_bwd_weights(a.n, a.seq, a.dim, a.max_len, runtime::vector_ptr(buffers[0]), a.accumulate,
+                                        runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "positional_bwd_weights");
+}
+#endif
+
+// Tile 0 writes the gradient (a transient one has no value before), the next tiles read and add.
 runtime::Codelet cl_positional_add_fwd("positional_add_fwd", runtime::guarded<positional_add_fwd_cpu>,
+                                       DTNN_CUDA_FUNC(runtime::guarded<positional_add_fwd_cuda>),
                                        {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_positional_bwd_weights("positional_bwd_weights", runtime::guarded<positional_bwd_weights_cpu>,
+                                           DTNN_CUDA_FUNC(runtime::guarded<positional_bwd_weights_cuda>),
                                            {STARPU_R, STARPU_W});
 runtime::Codelet cl_positional_bwd_weights_add("positional_bwd_weights_add",
-                                               runtime::guarded<positional_bwd_weights_cpu>, {STARPU_R, STARPU_RW});
+                                               runtime::guarded<positional_bwd_weights_cpu>,
+                                               DTNN_CUDA_FUNC(runtime::guarded<positional_bwd_weights_cuda>),
+                                               {STARPU_R, STARPU_RW});
 
 PositionalArgs args_for(const TaskTag& tag, const Tensor& x, const Tensor& table, int tile) {
   const Shape& xs = x.shape();
