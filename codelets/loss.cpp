@@ -60,8 +60,21 @@ void token_xent_cpu(void** buffers, void* cl_arg) {
                                    runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+void token_xent_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<TokenXentArgs>(cl_arg);
+  void* scratch = runtime::cuda::workspace(kernels::cuda::token_loss_scratch_bytes(a.n));
+  kernels::cuda::token_xent_fwd_bwd(a.n, a.classes, runtime::vector_ptr(buffers[0]),
+                                    runtime::vector_ptr_as<const std::int32_t>(buffers[1]), a.params, a.grad_scale,
+                                    runtime::vector_ptr(buffers[2]), runtime::vector_ptr(buffers[3]), scratch,
+                                    runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "token_xent_fwd_bwd");
+}
+#endif
+
 // By data sizes, as the other losses.
 runtime::Codelet cl_token_xent("token_xent_fwd_bwd", runtime::guarded<token_xent_cpu>,
+                               DTNN_CUDA_FUNC(runtime::guarded<token_xent_cuda>),
                                {STARPU_R, STARPU_R, STARPU_W, STARPU_W}, runtime::Footprint::kData);
 
 void check_stats(const TaskTag& tag, const Tensor& logits, const Tensor& stats, int width) {

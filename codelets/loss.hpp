@@ -17,7 +17,8 @@ void submit_loss_fwd_bwd(const TaskTag& tag, LossKind kind, const Tensor& logits
 
 // Token cross-entropy (kernels::cpu::token_xent_fwd_bwd): logits, dlogits fp32 [n, ..., classes], targets int32
 // [n, ...] with one id per position of the logits; stats: [tiles, kTokenLossStats]. grad_scale: 1 / (the counted
-// targets of the global batch) gives PyTorch's mean. CPU tasks only.
+// targets of the global batch) gives PyTorch's mean. On a CUDA worker, a target outside the vocabulary gives its row
+// a NaN loss instead of a DataError (codelets/cuda/loss.hpp).
 void submit_token_xent_fwd_bwd(const TaskTag& tag, const TokenXentParams& params, const Tensor& logits,
                                const Tensor& targets, float grad_scale, Tensor& dlogits, Tensor& stats, int tile);
 

@@ -184,12 +184,102 @@ __global__ void sigmoid_bce_rows(int n, int cols, const float* logits, const flo
   }
 }
 
-// stats[k] = the rows' metric k added in row order (0 for no rows), rounded once to float.
+// The argmax of a row of `cols` values from every thread's candidates (cols >= 1).
+__device__ ArgMax block_argmax(ArgMax a, ArgMax* sa) {
+  const int tid = static_cast<int>(threadIdx.x);
+  sa[tid] = a;
+  __syncthreads();
+  for (int s = kRowThreads / 2; s > 0; s >>= 1) {
+    if (tid < s) sa[tid] = pick(sa[tid], sa[tid + s]);
+    __syncthreads();
+  }
+  a = sa[0];
+  __syncthreads();
+  return a;
+}
+
+constexpr int kTokenStats = kTokenLossStats;
+
+// codelets/cpu/loss.cpp's token_xent_fwd_bwd, a block per row. An ignored row gets a zero gradient and adds nothing;
+// a target outside [0, cols) cannot throw here: its row counts with a NaN loss and a NaN gradient, which the step's
+// finiteness check reports. dlogits may alias logits, as in softmax_xent_rows: each dz[j] is written by the thread
+// that reads z[j], after the barriers that follow every read of another thread's logits (z[y], z[arg_z]).
+__global__ void token_xent_rows(int n, int cols, const float* logits, const std::int32_t* __restrict__ targets,
+                                TokenXentParams p, double spread, float grad_scale, float* dlogits,
+                                double* __restrict__ rows) {
+  __shared__ ArgMax sz[kRowThreads];
+  __shared__ double buf[3][kRowThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  const double smoothing = p.label_smoothing;
+  for (int i = static_cast<int>(blockIdx.x); i < n; i += static_cast<int>(gridDim.x)) {
+    const float* z = logits + static_cast<size_t>(i) * cols;
+    float* dz = dlogits + static_cast<size_t>(i) * cols;
+    double* r = rows + static_cast<size_t>(i) * kTokenStats;
+    const std::int32_t target = targets[i];
+    if (target == p.ignore_index || target < 0 || target >= cols) {
+      const bool ignored = target == p.ignore_index;
+      for (int j = tid; j < cols; j += kRowThreads) dz[j] = ignored ? 0.0f : NAN;
+      if (tid == 0) {
+        for (int k = 0; k < kTokenStats; ++k) r[k] = 0.0;
+        if (!ignored) {
+          r[kLossSum] = NAN;
+          r[kCounted] = 1.0;
+        }
+      }
+      continue;
+    }
+    const int y = target;
+    const float target_logit = z[y];
+    ArgMax bz{0.0f, -1};
+    double above = 0.0;
+    for (int j = tid; j < cols; j += kRowThreads) {
+      const float zj = z[j];
+      consider(bz, zj, j);
+      above += zj > target_logit ? 1.0 : 0.0;
+    }
+    bz = block_argmax(bz, sz);
+    const int arg_z = isnan(z[0]) ? 0 : bz.i;
+    const float shift = z[arg_z];
+    const float target_shifted = target_logit - shift;
+
+    double s[2] = {0.0, 0.0};  // sum of (z - shift), denom
+    for (int j = tid; j < cols; j += kRowThreads) {
+      const float shifted = z[j] - shift;
+      s[0] += static_cast<double>(shifted);
+      s[1] += static_cast<double>(expf(shifted));
+    }
+    block_sums<2>(s, buf);
+    const double loss = log(s[1]) - __dmul_rn(1.0 - smoothing, static_cast<double>(target_shifted)) -
+                        __dmul_rn(spread, s[0]);
+    const double inv_denom = 1.0 / s[1];
+
+    double e[3] = {0.0, 0.0, above};  // squared, absolute, and the logits above the target's
+    for (int j = tid; j < cols; j += kRowThreads) {
+      const double t = spread + (j == y ? 1.0 - smoothing : 0.0);
+      const double diff = __dmul_rn(static_cast<double>(expf(z[j] - shift)), inv_denom) - t;
+      e[0] += __dmul_rn(diff, diff);
+      e[1] += fabs(diff);
+      dz[j] = static_cast<float>(diff * static_cast<double>(grad_scale));
+    }
+    block_sums<3>(e, buf);
+    if (tid == 0) {
+      r[kLossSum] = loss;
+      r[kCorrect] = arg_z == y ? 1.0 : 0.0;
+      r[kTop5Correct] = e[2] < 5.0 ? 1.0 : 0.0;
+      r[kSquaredError] = e[0] / static_cast<double>(cols);
+      r[kAbsoluteError] = e[1] / static_cast<double>(cols);
+      r[kCounted] = 1.0;
+    }
+  }
+}
+
+// stats[k] = the rows' metric k added in row order (0 for no rows), rounded once to float; K metrics a row.
+template <int K>
 __global__ void loss_stats_sum(int n, const double* __restrict__ rows, float* __restrict__ stats) {
   const int k = static_cast<int>(threadIdx.x);
-  if (k >= kStats) return;
+  if (k >= K) return;
   double acc = 0.0;
-  for (int i = 0; i < n; ++i) acc += rows[static_cast<size_t>(i) * kStats + k];
+  for (int i = 0; i < n; ++i) acc += rows[static_cast<size_t>(i) * K + k];
   stats[k] = static_cast<float>(acc);
 }
 
@@ -199,6 +289,10 @@ unsigned row_blocks(int n) { return static_cast<unsigned>(n < static_cast<int>(k
 
 std::size_t loss_scratch_bytes(int n) { return static_cast<size_t>(n > 0 ? n : 1) * kStats * sizeof(double); }
 
+std::size_t token_loss_scratch_bytes(int n) {
+  return static_cast<size_t>(n > 0 ? n : 1) * kTokenStats * sizeof(double);
+}
+
 void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
                           float* dlogits, float* stats, void* scratch, cudaStream_t stream) {
   auto* rows = static_cast<double*>(scratch);
@@ -207,7 +301,7 @@ void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* 
     softmax_xent_rows<<<row_blocks(used), kRowThreads, 0, stream>>>(used, classes, logits, targets, grad_scale,
                                                                      dlogits, rows);
   }
-  loss_stats_sum<<<1, 32, 0, stream>>>(used, rows, stats);
+  loss_stats_sum<kStats><<<1, 32, 0, stream>>>(used, rows, stats);
 }
 
 void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
@@ -220,7 +314,21 @@ void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* t
     sigmoid_bce_rows<<<row_blocks(used), kRowThreads, 0, stream>>>(used, classes, logits, targets, scale, dlogits,
                                                                     rows);
   }
-  loss_stats_sum<<<1, 32, 0, stream>>>(used, rows, stats);
+  loss_stats_sum<kStats><<<1, 32, 0, stream>>>(used, rows, stats);
+}
+
+void token_xent_fwd_bwd(int n, int classes, const float* logits, const std::int32_t* targets,
+                        const TokenXentParams& p, float grad_scale, float* dlogits, float* stats, void* scratch,
+                        cudaStream_t stream) {
+  auto* rows = static_cast<double*>(scratch);
+  const int used = classes > 0 && n > 0 ? n : 0;
+  // As the CPU: label_smoothing / classes in double.
+  const double spread = classes > 0 ? static_cast<double>(p.label_smoothing) / static_cast<double>(classes) : 0.0;
+  if (used > 0) {
+    token_xent_rows<<<row_blocks(used), kRowThreads, 0, stream>>>(used, classes, logits, targets, p, spread,
+                                                                   grad_scale, dlogits, rows);
+  }
+  loss_stats_sum<kTokenStats><<<1, 32, 0, stream>>>(used, rows, stats);
 }
 
 }  // namespace dtnn::kernels::cuda

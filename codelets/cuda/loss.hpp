@@ -8,6 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
+
+#include "core/params.hpp"
 
 namespace dtnn::kernels::cuda {
 
@@ -19,5 +22,14 @@ void softmax_xent_fwd_bwd(int n, int classes, const float* logits, const float* 
                           float* dlogits, float* stats, void* scratch, cudaStream_t stream);
 void sigmoid_bce_fwd_bwd(int n, int classes, const float* logits, const float* targets, float grad_scale,
                          float* dlogits, float* stats, void* scratch, cudaStream_t stream);
+
+// Token cross-entropy (kernels::cpu::token_xent_fwd_bwd): logits, dlogits [n, classes], targets int32 [n]; stats:
+// kTokenLossStats values; scratch: token_loss_scratch_bytes(n). A target outside [0, classes) that is not
+// ignore_index cannot throw from the device: its row counts with a NaN loss and NaN gradients instead, which the
+// training step's finiteness check reports.
+[[nodiscard]] std::size_t token_loss_scratch_bytes(int n);
+void token_xent_fwd_bwd(int n, int classes, const float* logits, const std::int32_t* targets,
+                        const TokenXentParams& p, float grad_scale, float* dlogits, float* stats, void* scratch,
+                        cudaStream_t stream);
 
 }  // namespace dtnn::kernels::cuda
