@@ -113,18 +113,34 @@ void dense_bwd_weights_in_order_cpu(void** buffers, void* cl_arg) {
                                            runtime::vector_ptr(buffers[2]), db);
 }
 
+#ifdef DTNN_HAVE_CUDA
+template <Bias B>
+void dense_bwd_weights_in_order_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<InOrderArgs>(cl_arg);
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kernels::cuda::dense_bwd_weights_in_order(a.groups, a.rows, a.in, a.out, runtime::vector_ptr(buffers[0]),
+                                            runtime::vector_ptr(buffers[1]), a.accumulate,
+                                            runtime::vector_ptr(buffers[2]), db, runtime::cuda::cublas(),
+                                            runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "dense_bwd_weights_in_order");
+}
+#endif
+
 // Tile 0 writes the gradients (a transient one has no value before), the next tiles read and add.
-runtime::Codelet cl_dense_bwd_weights_in_order("dense_bwd_weights_in_order",
-                                               runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWithout>>,
-                                               {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_dense_bwd_weights_in_order_add("dense_bwd_weights_in_order_add",
-                                                   runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWithout>>,
-                                                   {STARPU_R, STARPU_R, STARPU_RW});
-runtime::Codelet cl_dense_bwd_weights_in_order_bias("dense_bwd_weights_in_order_bias",
-                                                    runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWith>>,
-                                                    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_in_order(
+    "dense_bwd_weights_in_order", runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWithout>>,
+    DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_in_order_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_in_order_add(
+    "dense_bwd_weights_in_order_add", runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWithout>>,
+    DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_in_order_cuda<Bias::kWithout>>),
+    {STARPU_R, STARPU_R, STARPU_RW});
+runtime::Codelet cl_dense_bwd_weights_in_order_bias(
+    "dense_bwd_weights_in_order_bias", runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWith>>,
+    DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_in_order_cuda<Bias::kWith>>),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
 runtime::Codelet cl_dense_bwd_weights_in_order_bias_add(
     "dense_bwd_weights_in_order_bias_add", runtime::guarded<dense_bwd_weights_in_order_cpu<Bias::kWith>>,
+    DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_in_order_cuda<Bias::kWith>>),
     {STARPU_R, STARPU_R, STARPU_RW, STARPU_RW});
 
 // The GEMM's rows: every position of every sample of the tile (Dense works on the last axis).

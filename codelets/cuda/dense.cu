@@ -41,6 +41,20 @@ __global__ void column_sums_kernel(int n, int out, const float* __restrict__ dy,
   db[j] = acc;
 }
 
+// db[j] = ((db[j] or 0) + dy[0, j]) + dy[1, j] + ...: column_sums_kernel onto what the tiles before left.
+__global__ void column_sums_onto_kernel(int n, int out, const float* __restrict__ dy, int accumulate,
+                                        float* __restrict__ db) {
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (j >= out) {
+    return;
+  }
+  float acc = accumulate != 0 ? db[j] : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    acc += dy[static_cast<std::size_t>(i) * static_cast<std::size_t>(out) + static_cast<std::size_t>(j)];
+  }
+  db[j] = acc;
+}
+
 }  // namespace
 
 void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, int relu, float* y,
@@ -90,6 +104,44 @@ void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, 
   if (db != nullptr) {
     const unsigned blocks = static_cast<unsigned>((out + kThreads - 1) / kThreads);
     column_sums_kernel<<<blocks, kThreads, 0, stream>>>(n < 0 ? 0 : n, out, dy, db);
+  }
+}
+
+void dense_bwd_weights_in_order(int groups, int rows, int in, int out, const float* x, const float* dy, int accumulate,
+                                float* dw, float* db, cublasHandle_t cublas, cudaStream_t stream) {
+  if (out <= 0) {
+    return;
+  }
+  const int all_rows = (groups > 0 ? groups : 0) * (rows > 0 ? rows : 0);
+  if (db != nullptr) {
+    const unsigned blocks = static_cast<unsigned>((out + kThreads - 1) / kThreads);
+    column_sums_onto_kernel<<<blocks, kThreads, 0, stream>>>(all_rows, out, dy, accumulate, db);
+  }
+  if (in <= 0) {
+    return;
+  }
+  const std::size_t weights = static_cast<std::size_t>(out) * static_cast<std::size_t>(in);
+  if (accumulate == 0) {
+    zero(dw, weights, stream, "dense_bwd_weights_in_order");
+  }
+  if (rows <= 0 || groups <= 0) {
+    return;
+  }
+  prepare(cublas, "dense_bwd_weights_in_order");
+  const float alpha = 1.0f;
+  const float beta = 1.0f;
+  // One GEMM per group onto what the ones before left, as the CPU: dw^T (in x out) += x_g^T (in x rows; as stored)
+  // * dy_g (rows x out; dy_g^T as stored, transposed). Every call has one group's shape whatever the tile holding
+  // it, so the bits depend on the groups' order only, provided cuBLAS's choice of kernel does not depend on the
+  // tiles either: it may on the operands' alignment, which a group keeps for any split when rows x in and rows x
+  // out are multiples of 4 (every zoo model's). cuBLAS's order of the products is not BLIS's: the CPU's result to
+  // fp32 rounding.
+  for (int g = 0; g < groups; ++g) {
+    const std::size_t first = static_cast<std::size_t>(g) * static_cast<std::size_t>(rows);
+    DTNN_CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &alpha,
+                                  x + first * static_cast<std::size_t>(in), in,
+                                  dy + first * static_cast<std::size_t>(out), out, &beta, dw, in),
+                      "dense_bwd_weights_in_order");
   }
 }
 
