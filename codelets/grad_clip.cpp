@@ -9,6 +9,10 @@
 
 #include "codelets/cpu/optim_kernels.hpp"
 #include "runtime/failure.hpp"
+#ifdef DTNN_HAVE_CUDA
+#include "codelets/cuda/optimizers.hpp"
+#include "runtime/cuda.hpp"
+#endif
 
 namespace dtnn::codelets {
 namespace {
@@ -45,12 +49,34 @@ void clip_cpu(void** buffers, void* cl_arg) {
   if (factor < 1.0f) kernels::cpu::scale_in_place(a.count, factor, runtime::vector_ptr(buffers[1]));
 }
 
+#ifdef DTNN_HAVE_CUDA
+// The accumulator's two floats are one double on the device too (StarPU's buffers are at least 8-byte aligned).
+void sum_of_squares_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<SumArgs>(cl_arg);
+  void* scratch = runtime::cuda::workspace(kernels::cuda::sum_of_squares_scratch_bytes());
+  kernels::cuda::sum_of_squares(a.count, runtime::vector_ptr(buffers[0]), a.first,
+                                reinterpret_cast<double*>(runtime::vector_ptr(buffers[1])), scratch,
+                                runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "grad_sum_of_squares");
+}
+
+void clip_cuda(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ClipArgs>(cl_arg);
+  kernels::cuda::clip_grad(a.count, a.max_norm, reinterpret_cast<const double*>(runtime::vector_ptr(buffers[0])),
+                           runtime::vector_ptr(buffers[1]), runtime::cuda::stream());
+  DTNN_CUDA_CHECK(cudaGetLastError(), "clip_grad");
+}
+#endif
+
 // The first link writes the accumulator, the others add to it: two codelets, so that StarPU sees the write.
-runtime::Codelet cl_sum_first("grad_sum_of_squares", runtime::guarded<sum_of_squares_cpu>, {STARPU_R, STARPU_W},
+runtime::Codelet cl_sum_first("grad_sum_of_squares", runtime::guarded<sum_of_squares_cpu>,
+                              DTNN_CUDA_FUNC(runtime::guarded<sum_of_squares_cuda>), {STARPU_R, STARPU_W},
                               runtime::Footprint::kData);
-runtime::Codelet cl_sum_next("grad_sum_of_squares_add", runtime::guarded<sum_of_squares_cpu>, {STARPU_R, STARPU_RW},
+runtime::Codelet cl_sum_next("grad_sum_of_squares_add", runtime::guarded<sum_of_squares_cpu>,
+                             DTNN_CUDA_FUNC(runtime::guarded<sum_of_squares_cuda>), {STARPU_R, STARPU_RW},
                              runtime::Footprint::kData);
-runtime::Codelet cl_clip("clip_grad", runtime::guarded<clip_cpu>, {STARPU_R, STARPU_RW}, runtime::Footprint::kData);
+runtime::Codelet cl_clip("clip_grad", runtime::guarded<clip_cpu>, DTNN_CUDA_FUNC(runtime::guarded<clip_cuda>),
+                         {STARPU_R, STARPU_RW}, runtime::Footprint::kData);
 
 void check_accumulator(const TaskTag& tag, const Tensor& accumulator) {
   if (accumulator.numel() != 2) {

@@ -120,6 +120,53 @@ __global__ void nadam_update_kernel(std::size_t count, MomentScalars p, float gr
   }
 }
 
+// ---- Gradient clipping ----
+
+// The grid of the first pass, fixed whatever the count or the device, so that the tree (hence the bits) is too.
+constexpr int kSumBlocks = 256;
+constexpr int kSumThreads = 256;
+
+// Sums v over the block in a fixed tree; the total is valid in thread 0.
+__device__ double block_sum(double v, double* buf) {
+  const int tid = static_cast<int>(threadIdx.x);
+  buf[tid] = v;
+  __syncthreads();
+  for (int s = kSumThreads / 2; s > 0; s >>= 1) {
+    if (tid < s) buf[tid] += buf[tid + s];
+    __syncthreads();
+  }
+  return buf[0];
+}
+
+// A float's square is exact in double, so fused or not the additions round alike.
+__global__ void squares_kernel(std::size_t count, const float* __restrict__ g, double* __restrict__ partials) {
+  __shared__ double buf[kSumThreads];
+  double s = 0.0;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * kSumThreads + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(kSumBlocks) * kSumThreads) {
+    const double v = g[i];
+    s += v * v;
+  }
+  const double total = block_sum(s, buf);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+__global__ void partials_kernel(const double* __restrict__ partials, int first, double* __restrict__ acc) {
+  __shared__ double buf[kSumThreads];
+  double s = 0.0;
+  for (int b = static_cast<int>(threadIdx.x); b < kSumBlocks; b += kSumThreads) s += partials[b];
+  const double total = block_sum(s, buf);
+  if (threadIdx.x == 0) *acc = (first != 0 ? 0.0 : *acc) + total;
+}
+
+// kernels::cpu::clip_coefficient and scale_in_place: every thread works the factor out from the accumulator.
+__global__ void clip_kernel(std::size_t count, float max_norm, const double* __restrict__ acc, float* __restrict__ g) {
+  const double coefficient = static_cast<double>(max_norm) / (sqrt(*acc) + 1e-6);
+  const float factor = coefficient < 1.0 ? static_cast<float>(coefficient) : 1.0f;
+  if (!(factor < 1.0f)) return;
+  DTNN_GRID_STRIDE(i, count) { g[i] *= factor; }
+}
+
 }  // namespace
 
 void sgd_update(std::size_t count, const SgdParams& p, float* w, const float* g, float* v,
@@ -176,6 +223,19 @@ void nadam_update(std::size_t count, const NadamParams& p, float* w, const float
   const MomentScalars s = moment_scalars(p.beta1, p.beta2, p.inv_sqrt_bias_correction2, p.eps, p.weight_decay);
   nadam_update_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, s, p.grad_coef, p.momentum_coef, w, g,
                                                                   exp_avg, exp_avg_sq);
+}
+
+std::size_t sum_of_squares_scratch_bytes() { return kSumBlocks * sizeof(double); }
+
+void sum_of_squares(std::size_t count, const float* g, int first, double* acc, void* scratch, cudaStream_t stream) {
+  auto* partials = static_cast<double*>(scratch);
+  squares_kernel<<<kSumBlocks, kSumThreads, 0, stream>>>(count, g, partials);
+  partials_kernel<<<1, kSumThreads, 0, stream>>>(partials, first, acc);
+}
+
+void clip_grad(std::size_t count, float max_norm, const double* acc, float* g, cudaStream_t stream) {
+  if (count == 0) return;
+  clip_kernel<<<blocks_for(count), kThreads, 0, stream>>>(count, max_norm, acc, g);
 }
 
 }  // namespace dtnn::kernels::cuda
