@@ -96,7 +96,7 @@ __global__ void gelu_bwd_data_kernel(std::size_t count, const float* __restrict_
 __global__ void gelu_tanh_fwd_kernel(std::size_t count, const float* __restrict__ x, float* __restrict__ y) {
   DTNN_GRID_STRIDE(i, count) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
+    y[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + __fmul_rn(__fmul_rn(kGeluCubic * v, v), v))));
   }
 }
 
@@ -104,9 +104,9 @@ __global__ void gelu_tanh_bwd_data_kernel(std::size_t count, const float* __rest
                                           const float* __restrict__ dy, float* __restrict__ dx) {
   DTNN_GRID_STRIDE(i, count) {
     const float v = x[i];
-    const float t = tanhf(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    const float inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * inner);
+    const float t = tanhf(kSqrt2OverPi * (v + __fmul_rn(__fmul_rn(kGeluCubic * v, v), v)));
+    const float inner = kSqrt2OverPi * (1.0f + __fmul_rn(3.0f * kGeluCubic * v, v));
+    dx[i] = dy[i] * (__fmul_rn(0.5f, 1.0f + t) + __fmul_rn(0.5f * v * (1.0f - __fmul_rn(t, t)), inner));
   }
 }
 
