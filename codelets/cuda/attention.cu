@@ -51,8 +51,9 @@ __global__ void softmax_rows_kernel(int rows, int seq, int causal, const std::in
     sum = detail::warp_sum(sum);
     // As the CPU: 1 / sum without padding (never 0 there), 0 for an empty row with it.
     const float inv = padded == nullptr || sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
+    // The keys after a causal query are 0 whatever inv is (as the CPU, even for a row of NaN scores).
     for (int c = lane; c < seq; c += kWarp) {
-      const float v = pr[c] * inv;
+      const float v = c < keys ? pr[c] * inv : 0.0f;
       pr[c] = v;
       if (drop.on != 0) {
         const float mask = detail::mask_of(detail::draw(drop.key, base + static_cast<size_t>(c)), drop.params);
