@@ -65,6 +65,19 @@ if [ "$action" = bench ]; then
   packages+=(libdnnl-dev hdf5-tools libstarpu-dev python3-matplotlib libjemalloc2 libgoogle-perftools4)
 fi
 
+# Where the time goes: phase NAME closes the phase begun at the previous call (or the start), and `test` prints the
+# list at its end (CI's budget is managed with these numbers, docs/testing.md).
+phase_start=$SECONDS
+phases=()
+phase() {
+  phases+=("$(printf '%6d s  %s' $((SECONDS - phase_start)) "$1")")
+  phase_start=$SECONDS
+}
+print_phases() {
+  echo "setup.sh: where the time went (${SECONDS} s in all):"
+  printf '  %s\n' "${phases[@]}"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -110,6 +123,7 @@ starpu_prefix=""
 if [ "$action" != simgrid ]; then
   starpu_prefix="$(bash "$here/scripts/build_starpu.sh" "${starpu_options[@]}" | tail -n 1)"
 fi
+phase "packages and StarPU"
 
 # Configures and builds dtnn in $1 against our StarPU (further CMake options after it; DTNN_TARGET: build only
 # those targets, separated by spaces), then checks that its program loads that StarPU.
@@ -137,7 +151,9 @@ simgrid_config() {
   simgrid_prefix="$(bash "$here/scripts/build_starpu.sh" --simgrid | tail -n 1)"
   starpu_prefix="$simgrid_prefix" build_config "$here/build-simgrid" -DDTNN_SIMGRID=ON -DDTNN_CUDA=OFF \
     -DDTNN_BUILD_BENCH=OFF
+  phase "build-simgrid (its StarPU included)"
   (cd "$here/build-simgrid" && ctest --output-on-failure --timeout 600)
+  phase "simulation tests"
 }
 if [ "$action" = simgrid ]; then
   simgrid_config
@@ -153,6 +169,7 @@ if [ "$use_cuda" = 1 ] && [ "$action" != test ]; then
 else
   DTNN_TARGET="$build_targets" build_config "$build" -DDTNN_CUDA=OFF
 fi
+phase "build"
 
 case "$action" in
   train)
@@ -165,6 +182,7 @@ case "$action" in
     rm -rf "$build/test-results"
     (cd "$build" && ctest --output-on-failure --timeout 1200 --output-junit "$build/test-results/ctest.xml")
     python3 "$here/scripts/slowest_tests.py" "$build/test-results"
+    phase "test suite"
     if [ "$cuda_mode" != 0 ] && [ "$have_nvcc" = 1 ]; then
       # The CUDA configuration: compiles and links everywhere nvcc exists; its CUDA tests compare every codelet
       # on a GPU with its CPU version (they skip without a GPU). With a GPU, the whole suite runs in it too.
@@ -172,23 +190,31 @@ case "$action" in
       # the cuda and runtime tests (the other test programs have no CUDA code; building them cost CI ~2 minutes).
       if [ "$have_gpu" = 1 ]; then
         build_config "$here/build-cuda" "${cuda_options[@]}" -DDTNN_BUILD_BENCH=OFF
+        phase "build-cuda"
         (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200)
       else
         DTNN_TARGET="dtnn api_example test_cuda test_runtime" build_config "$here/build-cuda" "${cuda_options[@]}" \
           -DDTNN_BUILD_BENCH=OFF
+        phase "build-cuda"
         (cd "$here/build-cuda" && ctest --output-on-failure --timeout 1200 -R '^(cuda|runtime)$')
       fi
+      phase "CUDA configuration's tests"
     fi
     simgrid_config
     # Every reader of untrusted input fuzzed a few seconds (fuzz/, docs/fuzzing.md): clang, ASan, UBSan and
     # libFuzzer in build-fuzz; a finding fails the run and is left in build-fuzz/findings.
     DTNN_STARPU_PREFIX="$starpu_prefix" bash "$here/scripts/fuzz.sh" 5
+    phase "fuzzing (build-fuzz and 5 s a harness)"
     # Corrupt and truncated files (checkpoints, datasets) once more under AddressSanitizer and UBSan: a bad
     # file must give an error, never a memory error.
     asan="$here/build-asan"
     DTNN_TARGET=test_io build_config "$asan" -DCMAKE_BUILD_TYPE=Debug -DDTNN_SANITIZE=ON -DDTNN_BUILD_BENCH=OFF \
       -DDTNN_CUDA=OFF
-    cd "$asan"
-    exec ctest --output-on-failure --timeout 1200 -R '^io$'
+    phase "build-asan"
+    status=0
+    (cd "$asan" && ctest --output-on-failure --timeout 1200 -R '^io$') || status=$?
+    phase "I/O tests under AddressSanitizer"
+    print_phases
+    exit "$status"
     ;;
 esac
