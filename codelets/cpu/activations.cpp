@@ -9,8 +9,6 @@ namespace {
 
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-constexpr float kGeluCubic = 0.044715f;
 
 // Phi(x) through erfc rather than 1 + erf: for very negative x, 1 + erf(x / sqrt 2) cancels to 0 in float while
 // erfc keeps the tail's relative accuracy.
@@ -96,21 +94,6 @@ void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx
   }
 }
 
-void gelu_tanh_fwd(std::size_t count, const float* x, float* y) {
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v)));
-  }
-}
-
-// d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 * 0.044715 x^2), t = tanh(sqrt(2 / pi) (x + 0.044715 x^3))
-void gelu_tanh_bwd_data(std::size_t count, const float* x, const float* dy, float* dx) {
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    const float t = std::tanh(kSqrt2OverPi * (v + kGeluCubic * v * v * v));
-    const float inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * inner);
-  }
-}
+// gelu_tanh_fwd and gelu_tanh_bwd_data are vector loops: codelets/cpu/vector_math.cpp.
 
 }  // namespace dtnn::kernels::cpu

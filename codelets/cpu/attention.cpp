@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codelets/cpu/nn_kernels.hpp"
+#include "codelets/cpu/vector_math.hpp"
 
 namespace dtnn::kernels::cpu {
 namespace {
@@ -44,8 +45,9 @@ void softmax_unpadded_keys(const AttentionShape& a, dim_t s, const std::int32_t*
       if (padded[c] == 0) m = pr[c] > m ? pr[c] : m;
     }
     double sum = 0.0;
+    if (m != -std::numeric_limits<float>::infinity()) exp_shifted(static_cast<std::size_t>(keys), pr, m, pr);
     for (dim_t c = 0; c < keys; ++c) {
-      pr[c] = padded[c] == 0 ? std::exp(pr[c] - m) : 0.0f;
+      if (padded[c] != 0) pr[c] = 0.0f;
       sum += pr[c];
     }
     const float inv = sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
@@ -81,11 +83,9 @@ void attention_fwd(const AttentionShape& a, int n, std::int64_t first_row, const
         const dim_t keys = a.causal ? r + 1 : s;
         float m = pr[0];
         for (dim_t c = 1; c < keys; ++c) m = pr[c] > m ? pr[c] : m;
+        exp_shifted(static_cast<std::size_t>(keys), pr, m, pr);
         double sum = 0.0;
-        for (dim_t c = 0; c < keys; ++c) {
-          pr[c] = std::exp(pr[c] - m);
-          sum += pr[c];
-        }
+        for (dim_t c = 0; c < keys; ++c) sum += pr[c];
         const auto inv = static_cast<float>(1.0 / sum);
         for (dim_t c = 0; c < keys; ++c) pr[c] *= inv;
         for (dim_t c = keys; c < s; ++c) pr[c] = 0.0f;

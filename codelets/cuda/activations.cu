@@ -93,10 +93,18 @@ __global__ void gelu_bwd_data_kernel(std::size_t count, const float* __restrict_
   }
 }
 
+// The CPU's form (codelets/cpu/vector_math_impl.hpp): 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), so y = x / (1 + e)
+// and d/dx = s + 2 x s (1 - s) sqrt(2 / pi) (1 + 3 * 0.044715 x^2) with s = 1 / (1 + e), 1 - s = e s; expf's
+// rounding and the fused products are what differ from the CPU (whose exp clamps its argument below at -87.33).
+__device__ __forceinline__ float gelu_tanh_exp(float v) {
+  const float u = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+  return expf(fmaxf(-2.0f * u, -87.33f));
+}
+
 __global__ void gelu_tanh_fwd_kernel(std::size_t count, const float* __restrict__ x, float* __restrict__ y) {
   DTNN_GRID_STRIDE(i, count) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + __fmul_rn(__fmul_rn(kGeluCubic * v, v), v))));
+    y[i] = v / (1.0f + gelu_tanh_exp(v));
   }
 }
 
@@ -104,9 +112,10 @@ __global__ void gelu_tanh_bwd_data_kernel(std::size_t count, const float* __rest
                                           const float* __restrict__ dy, float* __restrict__ dx) {
   DTNN_GRID_STRIDE(i, count) {
     const float v = x[i];
-    const float t = tanhf(kSqrt2OverPi * (v + __fmul_rn(__fmul_rn(kGeluCubic * v, v), v)));
-    const float inner = kSqrt2OverPi * (1.0f + __fmul_rn(3.0f * kGeluCubic * v, v));
-    dx[i] = dy[i] * (__fmul_rn(0.5f, 1.0f + t) + __fmul_rn(0.5f * v * (1.0f - __fmul_rn(t, t)), inner));
+    const float e = gelu_tanh_exp(v);
+    const float s = 1.0f / (1.0f + e);
+    const float inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * (s + 2.0f * v * s * (e * s) * inner);
   }
 }
 

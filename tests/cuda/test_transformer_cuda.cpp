@@ -374,7 +374,8 @@ TEST(CudaPositionalTest, AddAndTableGradientMatchCpuBitwise) {
 
 // ---- GELU (tanh) ----
 
-// GPT-2's activation: only tanhf differs from glibc's tanh (a few ulp); the rest is the CPU's fp32 operations.
+// GPT-2's activation, in the CPU's form x / (1 + exp(-2u)): expf against the CPU's polynomial exp (a few ulp) and
+// the products the two fuse differently.
 TEST(CudaGeluTanhTest, ForwardAndBackwardMatchCpu) {
   DTNN_REQUIRE_CUDA();
   const Shape shape{13, 8, 33};

@@ -14,6 +14,8 @@
 
 #include "codelets/cpu/kernels.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
+#include "codelets/cpu/vector_math.hpp"
+#include "core/cpu_features.hpp"
 #include "core/errors.hpp"
 #include "kernel_test_util.hpp"
 #include "support/throws_with.hpp"
@@ -308,6 +310,57 @@ TEST(GeluTanhKernelTest, MatchesTheFormulaAndItsDerivativeInDouble) {
   gelu_fwd(1, &one, &exact);
   gelu_tanh_fwd(1, &one, &approx);
   EXPECT_GT(std::abs(exact - approx), 1e-4f);
+}
+
+// The tails: no cancellation on the left (x / (1 + exp(-2u)) keeps the relative accuracy), x itself on the right,
+// and no NaN or inf at the arguments the exponential's clamp meets.
+TEST(GeluTanhKernelTest, TailsKeepTheirRelativeAccuracy) {
+  const std::vector<float> x = {-5.0f, -7.0f, -30.0f, -1e30f, 5.0f, 30.0f, 1e30f, 0.0f};
+  std::vector<float> y(x.size());
+  gelu_tanh_fwd(x.size(), x.data(), y.data());
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double u = k * (v + 0.044715 * v * v * v);
+    const double want = v / (1.0 + std::exp(std::min(-2.0 * u, 700.0)));
+    EXPECT_TRUE(std::isfinite(y[i])) << x[i];
+    // u's own float rounding (~1 ulp of ~28 at x = -7) moves exp(-2u) by ~2e-6 relative, as in any float GELU.
+    EXPECT_NEAR(y[i], want, 1e-5 * std::abs(want) + 1e-37) << x[i];
+  }
+}
+
+// exp(x - shift) within 2 ulp over the softmax's range of arguments, the same bits from the AVX2 and AVX-512 loops
+// (the lanes are independent: the vector width changes no bit), and the clamp's ends: tiny, finite to 88.3, inf.
+TEST(VectorMathTest, ExpIsWithinTwoUlpAndTheSameBitsOnEveryVectorWidth) {
+  auto x = random_vector(10007, 61, -87.0f, 0.0f);
+  x.push_back(0.0f);
+  x.push_back(-87.3f);
+  std::vector<float> y(x.size());
+  exp_shifted(x.size(), x.data(), 0.0f, y.data());
+  double worst_ulp = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    const double ulp = std::nextafter(static_cast<float>(want), std::numeric_limits<float>::infinity()) -
+                       static_cast<float>(want);
+    worst_ulp = std::max(worst_ulp, std::abs(y[i] - want) / ulp);
+  }
+  EXPECT_LE(worst_ulp, 2.0);
+  const float ends[3] = {-1e30f, 88.3f, 1e30f};
+  float at_ends[3] = {0.0f, 0.0f, 0.0f};
+  exp_shifted(3, ends, 0.0f, at_ends);
+  EXPECT_TRUE(at_ends[0] >= 0.0f && at_ends[0] < 1e-37f) << at_ends[0];
+  EXPECT_NEAR(at_ends[1], std::exp(double{88.3f}), 2.5e-7 * std::exp(double{88.3f}));
+  EXPECT_EQ(at_ends[2], std::numeric_limits<float>::infinity());
+  if (!cpu_has_avx512()) GTEST_SKIP() << "the AVX-512 loop needs a CPU with AVX-512 (the AVX2 one ran above)";
+  std::vector<float> wide(x.size()), narrow(x.size());
+  exp_shifted_avx512(x.size(), x.data(), 0.5f, wide.data());
+  exp_shifted_avx2(x.size(), x.data(), 0.5f, narrow.data());
+  EXPECT_TRUE(std::equal(wide.begin(), wide.end(), narrow.begin()));
+  // An odd split of the array changes no bit either.
+  std::vector<float> split(x.size());
+  exp_shifted_avx512(13, x.data(), 0.5f, split.data());
+  exp_shifted_avx512(x.size() - 13, x.data() + 13, 0.5f, split.data() + 13);
+  EXPECT_TRUE(std::equal(wide.begin(), wide.end(), split.begin()));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
