@@ -41,15 +41,22 @@ struct Communicator::Request {
     starpu_data_access_mode mode;
   };
 
+  enum class Kind { kSum, kAllGather, kSend, kReceive, kBroadcast };
+
   Communicator* owner = nullptr;
-  std::int64_t step = -1;  // the step of a sum; -1 for an all-gather, which any mode starts at once
+  Kind kind = Kind::kSum;
+  // The step of a sum; -1 for the others, which any mode starts at once (an all-gather holds the forward pass; a
+  // chain's messages, the next rank's chain).
+  std::int64_t step = -1;
   std::string name;
   std::string what;        // in messages: "gradient allreduce of <name>"
   // Acquired in this order before the start, released on the same nodes at the end (StarPU requires the node
   // of starpu_data_release_on_node to be the node of the acquisition).
   std::vector<Access> accesses;
   std::atomic<int> acquired{0};
-  std::vector<Tensor*> tensors;  // a sum's tensors
+  std::vector<Tensor*> tensors;  // a sum's tensors; the one tensor of a chain's message
+  int peer = -1;                 // kSend, kReceive: the other rank; kBroadcast: the root
+  int tag = 0;                   // kSend, kReceive
   // An all-gather: the local tiles (rows of one buffer) into the global tensor.
   const Tensor* local = nullptr;
   Tensor* global = nullptr;
@@ -129,6 +136,7 @@ void Communicator::sum(const std::vector<Tensor*>& tensors, const std::string& n
   check();
   auto r = std::make_unique<Request>();
   r->owner = this;
+  r->kind = Request::Kind::kSum;
   r->name = name;
   r->what = "gradient allreduce of " + name;
   r->transport = sums_.get();
@@ -167,6 +175,7 @@ void Communicator::all_gather(const Tensor& local, Tensor& global, const std::ve
   auto r = std::make_unique<Request>();
   r->owner = this;
   r->name = name;
+  r->kind = Request::Kind::kAllGather;
   r->what = "all-gather of " + name;
   r->transport = &host_;
   r->local = &local;
@@ -184,6 +193,89 @@ void Communicator::all_gather(const Tensor& local, Tensor& global, const std::ve
   enqueue(std::move(r));
 }
 
+int Communicator::chain_tag(const Tensor* t, const std::string& name) {
+  const auto [it, added] = chain_tags_.try_emplace(t, static_cast<int>(chain_tags_.size()));
+  // MPI guarantees tags up to 32767.
+  if (it->second > 32767) {
+    throw InvalidArgument(fmt::format("ordered sum of {}: more than 32768 chained tensors, expected at most 32768",
+                                      name));
+  }
+  return it->second;
+}
+
+int Communicator::known_chain_tag(const Tensor* t, const std::string& name, const char* call) const {
+  const auto found = chain_tags_.find(t);
+  if (found == chain_tags_.end()) {
+    throw InvalidArgument(fmt::format("ordered sum of {}: {} of a tensor that begin_chain never had, expected "
+                                      "begin_chain first", name, call));
+  }
+  return found->second;
+}
+
+namespace {
+
+// One message of a chain: t to or from rank `peer` (kSend, kReceive) or from root `peer` to all (kBroadcast),
+// acquired in `mode` on the host.
+std::unique_ptr<Communicator::Request> chain_message(Communicator* owner, Transport* host,
+                                                     Communicator::Request::Kind kind, Tensor* t, int peer, int tag,
+                                                     const std::string& name, std::string what,
+                                                     starpu_data_access_mode mode) {
+  auto r = std::make_unique<Communicator::Request>();
+  r->owner = owner;
+  r->transport = host;
+  r->kind = kind;
+  r->name = name;
+  r->what = fmt::format("ordered sum of {}: {}", name, what);
+  r->tensors = {t};
+  r->peer = peer;
+  r->tag = tag;
+  r->count = static_cast<std::size_t>(t->numel());
+  r->accesses.push_back({t->handle(), STARPU_MAIN_RAM, mode});
+  return r;
+}
+
+}  // namespace
+
+void Communicator::begin_chain(const std::vector<Tensor*>& tensors, const std::string& name) {
+  check();
+  for (Tensor* t : tensors) {
+    const int tag = chain_tag(t, name);
+    if (mpi_.rank() == 0) continue;  // the first rank's chain starts from nothing
+    // W: the tensor's old values are overwritten; the chain's tasks submitted afterwards continue the partial sum.
+    enqueue(chain_message(this, &host_, Request::Kind::kReceive, t, mpi_.rank() - 1, tag, name,
+                          fmt::format("the partial sum from rank {}", mpi_.rank() - 1), STARPU_W));
+  }
+}
+
+void Communicator::relay_chain(const std::vector<Tensor*>& tensors, const std::string& name) {
+  check();
+  const int n = mpi_.size();
+  const int next = (mpi_.rank() + 1) % n;
+  const int previous = (mpi_.rank() + n - 1) % n;
+  for (Tensor* t : tensors) {
+    const int tag = known_chain_tag(t, name, "relay_chain");
+    enqueue(chain_message(this, &host_, Request::Kind::kSend, t, next, tag, name,
+                          fmt::format("the partial sum to rank {} (relay)", next), STARPU_R));
+    enqueue(chain_message(this, &host_, Request::Kind::kReceive, t, previous, tag, name,
+                          fmt::format("the partial sum from rank {} (relay)", previous), STARPU_W));
+  }
+}
+
+void Communicator::end_chain(const std::vector<Tensor*>& tensors, const std::string& name) {
+  check();
+  const int last = mpi_.size() - 1;
+  for (Tensor* t : tensors) {
+    const int tag = known_chain_tag(t, name, "end_chain");
+    if (mpi_.rank() < last) {
+      enqueue(chain_message(this, &host_, Request::Kind::kSend, t, mpi_.rank() + 1, tag, name,
+                            fmt::format("the partial sum to rank {}", mpi_.rank() + 1), STARPU_R));
+    }
+    // The root only reads; on the others the whole sum replaces the partial one (W: once the send has read it).
+    enqueue(chain_message(this, &host_, Request::Kind::kBroadcast, t, last, tag, name,
+                          fmt::format("the whole sum from rank {}", last), mpi_.rank() == last ? STARPU_R : STARPU_W));
+  }
+}
+
 void Communicator::wait_drained() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [this] { return pending_ == 0; });
@@ -198,11 +290,16 @@ int Communicator::launch(Request& r) {
   try {
     r.started = std::chrono::steady_clock::now();
     r.trace_start_us = starpu_timing_now();
-    if (r.global != nullptr) {
+    if (r.kind == Request::Kind::kAllGather) {
       // Tiles of one tensor are rows of one buffer: the first tile's pointer covers them all.
       const auto* mine = static_cast<const float*>(starpu_data_handle_to_pointer(r.local->tile(0), STARPU_MAIN_RAM));
       auto* all = static_cast<float*>(starpu_data_handle_to_pointer(r.global->handle(), STARPU_MAIN_RAM));
       r.flight = host_.start_all_gather(mine, static_cast<int>(r.count), all, r.counts, r.displacements);
+    } else if (r.kind != Request::Kind::kSum) {
+      auto* data = static_cast<float*>(starpu_data_handle_to_pointer(r.accesses[0].handle, STARPU_MAIN_RAM));
+      r.flight = r.kind == Request::Kind::kSend      ? host_.start_send(data, r.count, r.peer, r.tag)
+                 : r.kind == Request::Kind::kReceive ? host_.start_receive(data, r.count, r.peer, r.tag)
+                                                     : host_.start_broadcast(data, r.count, r.peer);
     } else {
       std::vector<SumBuffer> buffers;
       for (std::size_t i = 0; i < r.tensors.size(); ++i) {
@@ -223,8 +320,12 @@ int Communicator::launch(Request& r) {
 }
 
 void Communicator::finish(Request& r) {
-  if (r.global != nullptr) {
+  if (r.kind == Request::Kind::kAllGather) {
     Tracer::record("allgather:" + r.name, -1, 0.0, r.trace_start_us, starpu_timing_now());
+  } else if (r.kind != Request::Kind::kSum) {
+    const char* what = r.kind == Request::Kind::kSend ? "send:" : r.kind == Request::Kind::kReceive ? "receive:"
+                                                                                                    : "broadcast:";
+    Tracer::record(what + r.name, -1, 0.0, r.trace_start_us, starpu_timing_now());
   } else {
     Tracer::record("allreduce:" + r.name, -1, static_cast<double>(r.count) * mpi_.size(), r.trace_start_us,
                    starpu_timing_now());

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/collectives.hpp"
@@ -72,6 +73,13 @@ class Communicator : public Collectives {
   void all_gather(const Tensor& local, Tensor& global, const std::vector<std::int64_t>& rows_per_rank,
                   const std::string& name) override;
 
+  // Ordered sums (Collectives::begin_chain, end_chain): one message per tensor, tagged with the tensor's place in
+  // the first begin_chain calls (the same on every rank), through host memory whatever carries the sums; each
+  // starts as soon as its tensor is ready, whatever the mode (the next rank's chain waits for it).
+  void begin_chain(const std::vector<Tensor*>& tensors, const std::string& name) override;
+  void end_chain(const std::vector<Tensor*>& tensors, const std::string& name) override;
+  void relay_chain(const std::vector<Tensor*>& tensors, const std::string& name) override;
+
   // Waits until every collective issued so far has completed, then does check().
   void wait_idle() override;
   // Throws dtnn::RuntimeError naming this rank and the cause when the communication thread failed (its start, or
@@ -88,6 +96,10 @@ class Communicator : public Collectives {
 
  private:
   void enqueue(std::unique_ptr<Request> r);
+  // The message tag of a chained tensor: its place among the tensors begin_chain has seen.
+  int chain_tag(const Tensor* t, const std::string& name);
+  // The tag of a tensor begin_chain has seen; throws InvalidArgument naming `call` otherwise.
+  int known_chain_tag(const Tensor* t, const std::string& name, const char* call) const;
   void close_step() noexcept;
   void wait_drained();
   void run() noexcept;
@@ -119,6 +131,7 @@ class Communicator : public Collectives {
   std::int64_t step_ = 0;
   std::int64_t steps_closed_ = 0;                 // steps whose sums are all issued
   std::int64_t pending_ = 0;                      // requests not yet completed
+  std::unordered_map<const Tensor*, int> chain_tags_;  // driver thread only
   int stop_ = 0;
   std::string failure_;                           // non-empty once the communication thread failed
   std::thread thread_;

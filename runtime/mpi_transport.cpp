@@ -71,6 +71,24 @@ std::unique_ptr<Transport::Flight> MpiTransport::start_all_gather(const float* l
   return f;
 }
 
+std::unique_ptr<Transport::Flight> MpiTransport::start_send(const float* data, std::size_t count, int peer, int tag) {
+  auto f = std::make_unique<MpiFlight>();
+  MPI_Isend(data, static_cast<int>(count), MPI_FLOAT, peer, tag, mpi_.reduction_comm(), &f->request);
+  return f;
+}
+
+std::unique_ptr<Transport::Flight> MpiTransport::start_receive(float* data, std::size_t count, int peer, int tag) {
+  auto f = std::make_unique<MpiFlight>();
+  MPI_Irecv(data, static_cast<int>(count), MPI_FLOAT, peer, tag, mpi_.reduction_comm(), &f->request);
+  return f;
+}
+
+std::unique_ptr<Transport::Flight> MpiTransport::start_broadcast(float* data, std::size_t count, int root) {
+  auto f = std::make_unique<MpiFlight>();
+  MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, root, mpi_.reduction_comm(), &f->request);
+  return f;
+}
+
 int MpiTransport::test(Flight& flight, const std::string& what) {
   auto& f = static_cast<MpiFlight&>(flight);
   int done = 0;

@@ -26,6 +26,11 @@ class MpiTransport final : public Transport {
   [[nodiscard]] std::unique_ptr<Flight> start_all_gather(const float* local, int count, float* global,
                                                          const std::vector<int>& counts,
                                                          const std::vector<int>& displacements);
+  // Point to point and broadcast for the ordered sums over the ranks (Communicator::begin_chain/end_chain): `count`
+  // values at `data` (host) to or from rank `peer` under `tag`, or from rank `root` to every rank.
+  [[nodiscard]] std::unique_ptr<Flight> start_send(const float* data, std::size_t count, int peer, int tag);
+  [[nodiscard]] std::unique_ptr<Flight> start_receive(float* data, std::size_t count, int peer, int tag);
+  [[nodiscard]] std::unique_ptr<Flight> start_broadcast(float* data, std::size_t count, int root);
   int test(Flight& flight, const std::string& what) override;
 
  private:

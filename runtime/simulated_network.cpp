@@ -222,6 +222,18 @@ void SimulatedNetwork::all_gather(const Tensor&, Tensor&, const std::vector<std:
   throw InvalidArgument(fmt::format("{}: synchronised BatchNorm is not simulated, expected it off", name));
 }
 
+void SimulatedNetwork::begin_chain(const std::vector<Tensor*>&, const std::string& name) {
+  throw InvalidArgument(fmt::format("{}: ordered sums over the ranks are not simulated, expected allreduce", name));
+}
+
+void SimulatedNetwork::end_chain(const std::vector<Tensor*>&, const std::string& name) {
+  throw InvalidArgument(fmt::format("{}: ordered sums over the ranks are not simulated, expected allreduce", name));
+}
+
+void SimulatedNetwork::relay_chain(const std::vector<Tensor*>&, const std::string& name) {
+  throw InvalidArgument(fmt::format("{}: ordered sums over the ranks are not simulated, expected allreduce", name));
+}
+
 void SimulatedNetwork::wait_idle() {
   STARPU_PTHREAD_MUTEX_LOCK(&state_->mutex);
   while (state_->pending > 0) STARPU_PTHREAD_COND_WAIT(&state_->cond, &state_->mutex);

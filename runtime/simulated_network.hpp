@@ -51,6 +51,10 @@ class SimulatedNetwork : public Collectives {
   // Synchronised BatchNorm is not simulated: throws InvalidArgument.
   void all_gather(const Tensor& local, Tensor& global, const std::vector<std::int64_t>& rows_per_rank,
                   const std::string& name) override;
+  // Ordered sums over the ranks are not simulated: throw InvalidArgument.
+  void begin_chain(const std::vector<Tensor*>& tensors, const std::string& name) override;
+  void end_chain(const std::vector<Tensor*>& tensors, const std::string& name) override;
+  void relay_chain(const std::vector<Tensor*>& tensors, const std::string& name) override;
   void wait_idle() override;
   void check() const override {}
 
