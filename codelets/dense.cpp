@@ -188,12 +188,12 @@ void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor&
 }
 
 void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db,
-                                       int tile) {
+                                       int tile, int onto_existing) {
   check_same_tiling(tag, x, dy);
   const std::int64_t in = dw.shape()[1];
   const std::int64_t out = dw.shape()[0];
   const InOrderArgs a{static_cast<int>(x.tile_range(tile).count), static_cast<int>(x.row_elements() / in),
-                      static_cast<int>(in), static_cast<int>(out), tile > 0 ? 1 : 0};
+                      static_cast<int>(in), static_cast<int>(out), tile > 0 || onto_existing != 0 ? 1 : 0};
   std::string name;
   const runtime::TaskInfo info =
       task_info(tag, "bwd_weights", tile, 2.0 * a.groups * a.rows * static_cast<double>(in) * out, name);

@@ -20,8 +20,9 @@ void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor&
 // dw[out, in] = the sum over the samples of the batch, in batch order, of dy[sample]^T * x[sample], and db[out] (may
 // be null) the sum of dy's rows in batch order: tile 0 writes them, each next tile adds its samples to what the one
 // before left, so the tiles must be submitted in order. The bits do not depend on the tile count (Dense on sequences;
-// a weight shared with a layer that accumulates onto it the same way: a tied head). CPU bodies only.
+// a weight shared with a layer that accumulates onto it the same way: a tied head). onto_existing != 0: tile 0 adds
+// too, to what dw and db hold (another rank's partial sums in an ordered sum over the ranks).
 void submit_dense_bwd_weights_in_order(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw, Tensor* db,
-                                       int tile);
+                                       int tile, int onto_existing = 0);
 
 }  // namespace dtnn::codelets

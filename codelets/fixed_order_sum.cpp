@@ -53,7 +53,7 @@ void fixed_order_sum_cuda(void** buffers, void* cl_arg) {
 
 void submit_fixed_order_sum(runtime::Codelet& cl, const TaskTag& tag, std::string_view pass, int tile,
                             std::span<const starpu_data_handle_t> sources, starpu_data_handle_t total,
-                            std::size_t count) {
+                            std::size_t count, int onto_existing) {
   const int n = static_cast<int>(sources.size());
   std::string name;
   for (int first = 0; first < n; first += kMaxSources) {
@@ -62,8 +62,9 @@ void submit_fixed_order_sum(runtime::Codelet& cl, const TaskTag& tag, std::strin
     for (int i = 0; i < nsrc; ++i) {
       data.push_back(rd(sources[static_cast<std::size_t>(first + i)]));
     }
-    data.push_back(first > 0 ? rdwr(total) : wr(total));
-    const SumArgs a{count, nsrc, first > 0 ? 1 : 0};
+    const int accumulate = first > 0 || onto_existing != 0 ? 1 : 0;
+    data.push_back(accumulate ? rdwr(total) : wr(total));
+    const SumArgs a{count, nsrc, accumulate};
     runtime::submit_task(cl, task_info(tag, pass, tile, static_cast<double>(count) * nsrc, name), data, a);
   }
 }

@@ -20,9 +20,10 @@ void fixed_order_sum_cuda(void** buffers, void* cl_arg);
 #endif
 
 // total = sources[0] + sources[1] + ... (count floats each), by codelet `cl` (one with the bodies above and a
-// variable number of buffers): one task, or a chain of them past STARPU_NMAXBUFS - 1 sources.
+// variable number of buffers): one task, or a chain of them past STARPU_NMAXBUFS - 1 sources. onto_existing != 0:
+// total = ((total + sources[0]) + sources[1]) + ..., continuing what total holds.
 void submit_fixed_order_sum(runtime::Codelet& cl, const TaskTag& tag, std::string_view pass, int tile,
                             std::span<const starpu_data_handle_t> sources, starpu_data_handle_t total,
-                            std::size_t count);
+                            std::size_t count, int onto_existing = 0);
 
 }  // namespace dtnn::codelets::detail

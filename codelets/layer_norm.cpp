@@ -154,10 +154,11 @@ void submit_layer_norm_bwd_data(const TaskTag& tag, const Tensor& x, const Tenso
 }
 
 void submit_layer_norm_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& stats, const Tensor& dy,
-                                   Tensor& dw, Tensor& db, int tile) {
+                                   Tensor& dw, Tensor& db, int tile, int onto_existing) {
   check_same_tiling(tag, x, dy);
   check_same_tiling(tag, x, stats);
-  const LayerNormArgs a = args_for(tag, x, stats, 0.0f, tile);
+  LayerNormArgs a = args_for(tag, x, stats, 0.0f, tile);
+  if (onto_existing != 0) a.accumulate = 1;
   std::string name;
   const runtime::TaskInfo info = task_info(tag, "bwd_weights", tile, 4.0 * values(a), name);
   if (a.accumulate == 0) {

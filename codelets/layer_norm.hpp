@@ -15,7 +15,9 @@ void submit_layer_norm_fwd(const TaskTag& tag, float eps, const Tensor& x, const
 void submit_layer_norm_bwd_data(const TaskTag& tag, const Tensor& x, const Tensor& stats, const Tensor* w,
                                 const Tensor& dy, Tensor& dx, int tile);
 // dw, db: [width], written by tile 0 and added to by the next tiles, which must be submitted in tile order.
+// onto_existing != 0: tile 0 adds too, to what dw and db hold (another rank's partial sums in an ordered sum over the
+// ranks).
 void submit_layer_norm_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& stats, const Tensor& dy,
-                                   Tensor& dw, Tensor& db, int tile);
+                                   Tensor& dw, Tensor& db, int tile, int onto_existing = 0);
 
 }  // namespace dtnn::codelets

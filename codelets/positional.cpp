@@ -86,8 +86,9 @@ void submit_positional_add_fwd(const TaskTag& tag, const Tensor& x, const Tensor
                        {rd(x.tile(tile)), rd(table.handle()), wr(y.tile(tile))}, a);
 }
 
-void submit_positional_bwd_weights(const TaskTag& tag, const Tensor& dy, Tensor& dw, int tile) {
-  const PositionalArgs a = args_for(tag, dy, dw, tile);
+void submit_positional_bwd_weights(const TaskTag& tag, const Tensor& dy, Tensor& dw, int tile, int onto_existing) {
+  PositionalArgs a = args_for(tag, dy, dw, tile);
+  if (onto_existing != 0) a.accumulate = 1;
   std::string name;
   const runtime::TaskInfo info = task_info(tag, "bwd_weights", tile, static_cast<double>(a.n) * a.seq * a.dim, name);
   if (a.accumulate == 0) {

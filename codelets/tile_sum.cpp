@@ -16,7 +16,7 @@ runtime::Codelet cl_tile_sum("tile_sum", runtime::guarded<detail::fixed_order_su
 
 }  // namespace
 
-void submit_tile_sum(const TaskTag& tag, const Tensor& partials, int used, Tensor& total) {
+void submit_tile_sum(const TaskTag& tag, const Tensor& partials, int used, Tensor& total, int onto_existing) {
   if (partials.row_elements() != total.numel()) {
     throw InvalidArgument(fmt::format("{}: tile partials {} do not match the total {}", tag.layer,
                                       to_string(partials.shape()), to_string(total.shape())));
@@ -29,7 +29,7 @@ void submit_tile_sum(const TaskTag& tag, const Tensor& partials, int used, Tenso
     sources.push_back(partials.tile(t));
   }
   detail::submit_fixed_order_sum(cl_tile_sum, tag, "tile_sum", -1, sources, total.handle(),
-                                 static_cast<std::size_t>(total.numel()));
+                                 static_cast<std::size_t>(total.numel()), onto_existing);
 }
 
 }  // namespace dtnn::codelets

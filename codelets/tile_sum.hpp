@@ -9,7 +9,8 @@ namespace dtnn::codelets {
 
 // partials: [tiles, *shape of total]; total = partials[0] + ... + partials[used - 1] (a short last batch can use
 // fewer tiles than were allocated). One task when the count fits StarPU's buffer limit, else a chain of tasks
-// that accumulate in the same order.
-void submit_tile_sum(const TaskTag& tag, const Tensor& partials, int used, Tensor& total);
+// that accumulate in the same order. onto_existing != 0: total = ((total + partials[0]) + ...), continuing what
+// total holds (another rank's partial sum in an ordered sum over the ranks).
+void submit_tile_sum(const TaskTag& tag, const Tensor& partials, int used, Tensor& total, int onto_existing = 0);
 
 }  // namespace dtnn::codelets

@@ -157,11 +157,11 @@ void MultiHeadAttention::backward(const Tensor& x, const Tensor& y, const Tensor
   for (int t = 0; t < dy.tiles(); ++t) {
     codelets::submit_dense_bwd_data({out_name, data}, dy, out_weight_->value, dcontext, t);
     codelets::submit_dense_bwd_weights_in_order({out_name, ctx.priority}, context, dy, out_weight_->grad,
-                                                out_bias_ ? &out_bias_->grad : nullptr, t);
+                                                out_bias_ ? &out_bias_->grad : nullptr, t, ctx.gradients_continue);
     codelets::submit_attention_bwd_data({name(), data}, a, drop ? &*drop : nullptr, qkv, probs, dcontext, dqkv, t);
     if (dx != nullptr) codelets::submit_dense_bwd_data({in_name, data}, dqkv, in_weight_->value, *dx, t);
     codelets::submit_dense_bwd_weights_in_order({in_name, ctx.priority}, x, dqkv, in_weight_->grad,
-                                                in_bias_ ? &in_bias_->grad : nullptr, t);
+                                                in_bias_ ? &in_bias_->grad : nullptr, t, ctx.gradients_continue);
   }
   // Their last readers are the tasks above.
   qkv.discard();

@@ -54,6 +54,10 @@ Shape BatchNorm2d::build(const Shape& in) {
   if (options_.affine_) {
     weight_ = &add_parameter("weight", {c});
     bias_ = &add_parameter("bias", {c});
+    // One reduction task writes both: ordered sums over the ranks need --sync-bn here (which equals one rank's
+    // statistics, the point of an ordered sum).
+    weight_->continues_partial_sums = 0;
+    bias_->continues_partial_sums = 0;
   }
   running_mean_ = &add_buffer("running_mean", {c});
   running_var_ = &add_buffer("running_var", {c});

@@ -72,7 +72,7 @@ void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
     // Sample after sample in batch order, chained across the tiles: the same bits whatever the tile count.
     for (int t = 0; t < dy.tiles(); ++t) {
       codelets::submit_dense_bwd_weights_in_order(weights_tag, x, *g, weight_->grad, bias_ ? &bias_->grad : nullptr,
-                                                  t);
+                                                  t, ctx.gradients_continue);
     }
   } else {
     for (int t = 0; t < dy.tiles(); ++t) {

@@ -75,7 +75,8 @@ void Embedding::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
   const codelets::TaskTag tag{name(), ctx.priority};
   // In tile order, each task adding to the gradient the last one wrote: no partial tables, no tile sum.
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_embedding_bwd_weights(tag, x, dy, padding_row_, weight_->grad, t, shared_);
+    codelets::submit_embedding_bwd_weights(tag, x, dy, padding_row_, weight_->grad, t,
+                                           shared_ || ctx.gradients_continue ? 1 : 0);
   }
 }
 

@@ -105,7 +105,7 @@ const Tensor& Layer::before_fused_relu(bool relu_fused, const Tensor& x, const T
 void Layer::submit_gradient_sums(int used_tiles, const PassContext& ctx) {
   for (auto& p : params_) {
     const std::string tag_name = name_ + "." + p->name;
-    codelets::submit_tile_sum({tag_name, ctx.priority}, p->tile_grads, used_tiles, p->grad);
+    codelets::submit_tile_sum({tag_name, ctx.priority}, p->tile_grads, used_tiles, p->grad, ctx.gradients_continue);
     p->tile_grads.discard();
   }
 }

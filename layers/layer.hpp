@@ -25,6 +25,10 @@ struct Parameter {
   // 1 when the layer already computes the gradient over every rank (synchronised BatchNorm): the data-parallel
   // gradient reduction must leave it alone.
   int reduced_over_ranks = 0;
+  // 0 when one task of the layer's backward writes the gradient whole (BatchNorm's reduction), so that it cannot
+  // continue another rank's partial sum (PassContext::gradients_continue): ordered sums over the ranks refuse it
+  // unless it is reduced_over_ranks.
+  int continues_partial_sums = 1;
 };
 
 // BatchNorm statistics over every rank's rows of the batch (synchronised BatchNorm in data-parallel training):
@@ -45,6 +49,10 @@ struct PassContext {
   // reductions across ranks start while the backward pass goes on. 0: every layer at the same priority (the data
   // gradients, the critical path, first).
   int layer_priority_stride = 0;
+  // Backward only, 1 in an ordered sum over the ranks on every rank but the first: each parameter gradient already
+  // holds the previous ranks' partial sum when the backward starts, and the layer's first task on it adds to it
+  // instead of writing it, so that the chain runs on through this rank's samples in batch order.
+  int gradients_continue = 0;
 };
 
 // A tensor that is state but not trained (BatchNorm's running statistics), saved in checkpoints.
@@ -63,6 +71,10 @@ class Layer {
   virtual void set_name(std::string name) { name_ = std::move(name); }
   // Layers inside a container (paths of a Block); empty for plain layers.
   [[nodiscard]] virtual std::vector<Layer*> children() { return {}; }
+  // Parameters of another layer whose gradient this layer's backward adds to (a tied head: its Embedding's
+  // table), children not included. An ordered sum over the ranks relays such a gradient round the ranks once more
+  // after this layer (Collectives::relay_chain).
+  [[nodiscard]] virtual std::vector<Parameter*> shared_gradients() { return {}; }
   [[nodiscard]] virtual std::string type() const = 0;
   // Options in one line for the model summary, e.g. "3x3, stride 1, padding 1".
   [[nodiscard]] virtual std::string describe() const { return {}; }

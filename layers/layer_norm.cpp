@@ -74,7 +74,8 @@ void LayerNorm::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
     const codelets::TaskTag weights_tag{name(), ctx.priority};
     // In tile order, each task adding to the gradients the last one wrote: no partials, no tile sum.
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_layer_norm_bwd_weights(weights_tag, x, s, dy, weight_->grad, bias_->grad, t);
+      codelets::submit_layer_norm_bwd_weights(weights_tag, x, s, dy, weight_->grad, bias_->grad, t,
+                                              ctx.gradients_continue);
     }
   }
   s.discard();

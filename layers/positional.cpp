@@ -74,7 +74,9 @@ void PositionalEncoding::backward(const Tensor& x, const Tensor& y, const Tensor
   if (weight_ == nullptr) return;
   // In tile order, each task adding to the gradient the last one wrote: no partial tables, no tile sum.
   const codelets::TaskTag weights_tag{name(), ctx.priority};
-  for (int t = 0; t < dy.tiles(); ++t) codelets::submit_positional_bwd_weights(weights_tag, dy, weight_->grad, t);
+  for (int t = 0; t < dy.tiles(); ++t) {
+    codelets::submit_positional_bwd_weights(weights_tag, dy, weight_->grad, t, ctx.gradients_continue);
+  }
 }
 
 }  // namespace dtnn

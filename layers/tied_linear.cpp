@@ -52,7 +52,7 @@ void TiedLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   }
   // In tile order: the Embedding's backward adds the lookup's gradient after these.
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_dense_bwd_weights_in_order(weights_tag, x, dy, table.grad, nullptr, t);
+    codelets::submit_dense_bwd_weights_in_order(weights_tag, x, dy, table.grad, nullptr, t, ctx.gradients_continue);
   }
 }
 

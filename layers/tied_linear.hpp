@@ -21,6 +21,7 @@ class TiedLinear : public Layer {
   void forward(const Tensor& x, Tensor& y, const PassContext& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
   [[nodiscard]] const Embedding& embedding() const { return *embedding_; }
+  [[nodiscard]] std::vector<Parameter*> shared_gradients() override { return {&embedding_->weight()}; }
 
  private:
   Embedding* embedding_;
