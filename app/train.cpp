@@ -150,6 +150,11 @@ void add_parallel_options(CLI::App* app, TrainOptions& o) {
          "mpi (host buffers), nccl (GPU buffers) or auto (nccl when training on GPUs)")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
       ->default_str("auto");
+  add_named(app, "--rank-sum", o.parallel.rank_sum_,
+            {{"allreduce", RankSum::kAllreduce}, {"ordered", RankSum::kOrdered}},
+            "allreduce: each rank sums its samples' gradients, then an allreduce adds the ranks' sums (the bits "
+            "depend on the rank count); ordered: each gradient is one chain of additions through the ranks in rank "
+            "order, the bits of one rank training on the whole batch (BatchNorm needs --sync-bn)");
   add_scaled(app, "--bucket-mb", o.parallel.buckets_.bytes_, kMiB, "size of a gradient bucket for the allreduce, MiB")
       ->check(CLI::PositiveNumber);
   app->add_option("--tail-buckets", o.parallel.buckets_.tail_buckets_,
@@ -284,6 +289,7 @@ nlohmann::json run_facts(const TrainOptions& o, const models::ModelInfo& info, c
       {"ranks", mpi.size()},
       {"allreduce",
        !mpi.active() ? "none" : o.parallel.mode_ == runtime::AllreduceMode::kBlocking ? "blocking" : "overlapped"},
+      {"rank_sum", !mpi.active() ? "none" : o.parallel.rank_sum_ == RankSum::kOrdered ? "ordered" : "allreduce"},
       {"priorities", o.priorities == runtime::Priorities::kOn ? "on" : "off"},
   };
 }
@@ -349,11 +355,14 @@ int run_train(TrainOptions o, bool benchmark) {
   select_device(o.run, engine);
   runtime::set_task_priorities(o.priorities);
   if (talk) {
-    fmt::print("dtnn: {}{}\n", engine.describe(),
-               mpi.active() ? fmt::format("; {} MPI ranks, allreduce {}", mpi.size(),
-                                          o.parallel.mode_ == runtime::AllreduceMode::kBlocking ? "blocking"
-                                                                                                : "overlapped")
-                            : "");
+    std::string ranks;
+    if (mpi.active() && o.parallel.rank_sum_ == RankSum::kOrdered) {
+      ranks = fmt::format("; {} MPI ranks, ordered sums", mpi.size());
+    } else if (mpi.active()) {
+      ranks = fmt::format("; {} MPI ranks, allreduce {}", mpi.size(),
+                          o.parallel.mode_ == runtime::AllreduceMode::kBlocking ? "blocking" : "overlapped");
+    }
+    fmt::print("dtnn: {}{}\n", engine.describe(), ranks);
   }
   io::TrainTest data = load_data(o.run.data, info, o.fit.batch_size_, o.fit.seed_);
   const std::optional<io::Dataset> validation = validation_set(o, data);

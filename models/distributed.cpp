@@ -58,11 +58,11 @@ std::string agreement_text(const FitOptions& fit, const Optimizer& optimizer, co
   const char* backend = !o.backend_ ? "auto" : *o.backend_ == runtime::AllreduceBackend::kNccl ? "nccl" : "mpi";
   return fmt::format(
       "dataset={} train={} test={} batch={} epochs={} steps={} optimizer={} seed={} loss={} drop_last={} "
-      "allreduce={} allreduce_backend={} bucket_bytes={} tail_buckets={} sync_bn={}",
+      "allreduce={} allreduce_backend={} bucket_bytes={} tail_buckets={} sync_bn={} rank_sum={}",
       train.name, train.size(), test != nullptr ? test->size() : 0, fit.batch_size_, fit.epochs_,
       fit.steps_per_epoch_, optimizer.describe(), fit.seed_, codelets::to_string(fit.loss_), o.drop_last_,
       o.mode_ == runtime::AllreduceMode::kBlocking ? "blocking" : "overlapped", backend, o.buckets_.bytes_,
-      o.buckets_.tail_buckets_, o.sync_batchnorm_);
+      o.buckets_.tail_buckets_, o.sync_batchnorm_, o.rank_sum_ == RankSum::kOrdered ? "ordered" : "allreduce");
 }
 
 namespace {
@@ -95,7 +95,8 @@ DataParallelRun::DataParallelRun(const runtime::Mpi& mpi, Sequential& model, Dat
 DataParallelRun::~DataParallelRun() = default;
 
 DataParallel DataParallelRun::data_parallel() const {
-  return {&mpi_, communicator_.get(), options_.drop_last_, options_.sync_batchnorm_, options_.buckets_};
+  return {&mpi_, communicator_.get(), options_.drop_last_, options_.sync_batchnorm_, options_.buckets_,
+          options_.rank_sum_};
 }
 
 void DataParallelRun::wait_idle() {

@@ -43,6 +43,7 @@ struct DataParallelOptions {
   DataParallelOptions& buckets(BucketOptions b) { buckets_ = b; return *this; }
   DataParallelOptions& sync_batchnorm(bool on) { sync_batchnorm_ = on; return *this; }
   DataParallelOptions& drop_last(bool on) { drop_last_ = on; return *this; }
+  DataParallelOptions& rank_sum(RankSum s) { rank_sum_ = s; return *this; }
   // What must be the same on every rank besides the model's structure (see agreement_text): hashed with it.
   DataParallelOptions& agreement(std::string text) { agreement_ = std::move(text); return *this; }
 
@@ -51,6 +52,7 @@ struct DataParallelOptions {
   BucketOptions buckets_;
   bool sync_batchnorm_ = false;
   bool drop_last_ = false;
+  RankSum rank_sum_ = RankSum::kAllreduce;
   std::string agreement_;
 };
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -182,6 +185,10 @@ void check_step_options(const TrainStepOptions& o, const char* who) {
   if (world > 1 && dp.communicator == nullptr) {
     throw InvalidArgument(fmt::format("{}: {} ranks without a communicator", who, world));
   }
+  if (dp.rank_sum == RankSum::kOrdered && dp.communicator != nullptr && dp.mpi == nullptr) {
+    throw InvalidArgument(fmt::format("{}: ordered sums over the ranks on simulated ranks, expected allreduce (the "
+                                      "simulation has no ordered sums)", who));
+  }
 }
 
 TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions options)
@@ -198,6 +205,18 @@ TrainStep::TrainStep(Sequential& model, Optimizer& optimizer, TrainStepOptions o
   const DataParallel& dp = options_.data_parallel_;
   world_ = dp.communicator != nullptr ? dp.communicator->ranks() : dp.mpi != nullptr ? dp.mpi->size() : 1;
   if (options_.clip_grad_norm_ > 0.0f) grad_norm_squared_ = Tensor({2});
+  ordered_ = world_ > 1 && dp.rank_sum == RankSum::kOrdered;
+  if (ordered_) {
+    for (const NamedParameter& p : model.named_parameters()) {
+      if (!p.parameter->continues_partial_sums && !dp.sync_batchnorm) {
+        throw InvalidArgument(fmt::format("TrainStep: ordered sums over the ranks (--rank-sum ordered) with {}, "
+                                          "whose gradient one task computes from this rank's own BatchNorm "
+                                          "statistics, expected synchronised BatchNorm (--sync-bn), which gives "
+                                          "the statistics of one rank training on the whole batch",
+                                          p.name));
+      }
+    }
+  }
 }
 
 void TrainStep::submit(StepSlot& s, const StepBatch& b) {
@@ -232,8 +251,30 @@ void TrainStep::submit(StepSlot& s, const StepBatch& b) {
   s.pending = 1;
 }
 
-void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
+namespace {
+
+// The gradients a layer (or a layer inside it) adds to that another layer owns (a tied head's table).
+void collect_shared_gradients(Layer& layer, std::vector<Parameter*>& out) {
+  for (Parameter* p : layer.shared_gradients()) out.push_back(p);
+  for (Layer* child : layer.children()) collect_shared_gradients(*child, out);
+}
+
+}  // namespace
+
+void TrainStep::submit_backward(StepSlot& s, const PassContext& forward_ctx) {
   runtime::Collectives* comm = options_.data_parallel_.communicator;
+  PassContext ctx = forward_ctx;
+  std::unordered_map<const Parameter*, std::string> chained;  // ordered sums: the gradients chained, by name
+  if (ordered_) {
+    // Every gradient that is not already summed over the ranks (synchronised BatchNorm's) continues the previous
+    // rank's partial sum: receive it before the tasks that add to it are submitted.
+    ctx.gradients_continue = options_.data_parallel_.mpi->rank() > 0 ? 1 : 0;
+    for (const NamedParameter& p : model_.named_parameters()) {
+      if (!p.parameter->continues_partial_sums) continue;
+      chained.emplace(p.parameter, p.name);
+      comm->begin_chain({&p.parameter->grad}, p.name);
+    }
+  }
   BucketPolicy buckets(options_.data_parallel_.buckets);
   std::vector<NamedParameter> waiting;  // gradients of the open bucket, whose updates wait for its sum
   auto sum_waiting = [&] {
@@ -266,11 +307,23 @@ void TrainStep::submit_backward(StepSlot& s, const PassContext& ctx) {
   };
   std::size_t to_come = parameter_elements_;  // gradient elements of the layers whose backward is still to come
   model_.backward(s.acts, s.grads, ctx, [&](Layer& layer) {
+    if (ordered_) {
+      // A gradient this layer shares with a layer still to come goes round the ranks once more before that one.
+      std::vector<Parameter*> shared;
+      collect_shared_gradients(layer, shared);
+      for (Parameter* p : shared) comm->relay_chain({&p->grad}, chained.at(p));
+    }
     for (const NamedParameter& p : named_parameters(layer)) {
       const auto elements = static_cast<std::size_t>(p.parameter->grad.numel());
       to_come -= elements;
       if (comm != nullptr && p.parameter->reduced_over_ranks) {
         // Already summed over the ranks (synchronised BatchNorm): its update needs no bucket.
+        update(p);
+        continue;
+      }
+      if (ordered_) {
+        // The chain through the ranks ends here; the update waits for the whole sum.
+        comm->end_chain({&p.parameter->grad}, p.name);
         update(p);
         continue;
       }

@@ -152,8 +152,9 @@ class TrainStep {
 
  private:
   // Backward with the gradient buckets: each bucket's sum is issued as soon as its last gradient's tile sum is
-  // submitted, and its updates right after (they wait for the sum).
-  void submit_backward(StepSlot& s, const PassContext& ctx);
+  // submitted, and its updates right after (they wait for the sum). Ordered sums over the ranks: each gradient's
+  // chain is received before the backward is submitted and passed on after its layer's tasks.
+  void submit_backward(StepSlot& s, const PassContext& forward_ctx);
 
   Sequential& model_;
   Optimizer& optimizer_;
@@ -161,6 +162,7 @@ class TrainStep {
   StepSlots slots_;
   std::size_t parameter_elements_ = 0;
   int world_ = 1;
+  bool ordered_ = false;      // RankSum::kOrdered over several ranks
   Tensor grad_norm_squared_;  // with clip_grad_norm: the sum of squares of the step's gradients (one double)
 };
 

@@ -144,6 +144,86 @@ std::vector<std::vector<float>> train_lm(std::int64_t batch, int tiles, bool dat
   return weights(model);
 }
 
+// Ordered sums over the ranks (RankSum::kOrdered): `ranks_tiles` tiles on each of the 2 ranks, local batch `batch`,
+// `tied` a head tied to the embedding (its gradient goes round the ranks twice). Returns the weights; the checksum
+// is the same on both ranks or the test fails.
+std::vector<std::vector<float>> train_lm_ordered(std::int64_t batch, int tiles, bool tied, std::uint64_t* checksum) {
+  const io::Dataset data = io::synthetic_token_dataset(200, 12, 64, 5);
+  models::TransformerLmOptions o;
+  o.vocabulary = 64;
+  o.context = 12;
+  o.d_model = 16;
+  o.num_heads = 2;
+  o.layers = 2;
+  o.tied = tied;
+  Sequential model = models::transformer_lm(o);
+  model.build({12}, 7);
+  AdamW adamw(AdamWOptions(3e-3f));
+  runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
+  DataParallel dp{g_mpi, &comm, false, false, BucketOptions(), RankSum::kOrdered};
+  fit(model, adamw, data,
+      FitOptions().batch_size(batch).tiles(tiles).steps_per_epoch(6).seed(2).verbose(false).clip_grad_norm(0.5f)
+          .data_parallel(dp));
+  comm.wait_idle();
+  *checksum = model.weights_checksum();
+  const auto all = g_mpi->all_gather(*checksum, "ordered checksums");
+  EXPECT_EQ(all[0], all[1]) << "weights differ between ranks";
+  return weights(model);
+}
+
+std::uint64_t train_lm_one_rank(std::int64_t batch, int tiles, bool tied) {
+  const io::Dataset data = io::synthetic_token_dataset(200, 12, 64, 5);
+  models::TransformerLmOptions o;
+  o.vocabulary = 64;
+  o.context = 12;
+  o.d_model = 16;
+  o.num_heads = 2;
+  o.layers = 2;
+  o.tied = tied;
+  Sequential model = models::transformer_lm(o);
+  model.build({12}, 7);
+  AdamW adamw(AdamWOptions(3e-3f));
+  fit(model, adamw, data,
+      FitOptions().batch_size(batch).tiles(tiles).steps_per_epoch(6).seed(2).verbose(false).clip_grad_norm(0.5f));
+  return model.weights_checksum();
+}
+
+// Every gradient of a language model (in-order Dense, attention projections, LayerNorm, embedding and positional
+// tables) chained through the ranks: 2 ranks x 1 tile and 2 ranks x 2 tiles end bitwise on the weights of one
+// rank training the global batch in 2 or 3 tiles; untied, and tied (the head's share of every rank before any
+// lookup's, as on one rank). The control: the allreduce's sum of the ranks' sums is another order.
+TEST(DataParallelTest, OrderedSumsOfALanguageModelEqualOneRankBitwise) {
+  for (const bool tied : {false, true}) {
+    std::uint64_t one_tile = 0, two_tiles = 0;
+    train_lm_ordered(4, 1, tied, &one_tile);
+    train_lm_ordered(4, 2, tied, &two_tiles);
+    const std::uint64_t reference = train_lm_one_rank(8, 2, tied);
+    EXPECT_EQ(train_lm_one_rank(8, 3, tied), reference) << "one rank, 3 tiles; tied " << tied;
+    EXPECT_EQ(one_tile, reference) << "2 ranks x 1 tile; tied " << tied;
+    EXPECT_EQ(two_tiles, reference) << "2 ranks x 2 tiles; tied " << tied;
+  }
+  std::uint64_t allreduce = 0;
+  train_lm(4, 1, true, &allreduce);
+  EXPECT_NE(allreduce, train_lm_one_rank(8, 2, false)) << "the control: the allreduce adds the ranks' sums";
+}
+
+// Gradients that are tile partials and a tile sum (convolution, flat Dense): rank 1's tile sum continues rank 0's,
+// so 2 ranks x 2 tiles of 4 rows equal 1 rank x 4 tiles of 4 rows bitwise, where the allreduce does not (above).
+TEST(DataParallelTest, OrderedSumsOfTilePartialsEqualOneRankBitwise) {
+  const io::Dataset data = io::synthetic_dataset(400, 1, 12, 12, 5, 21);
+  Sequential model = small_cnn();
+  model.build({1, 12, 12}, 100);
+  runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
+  Sgd sgd(SgdOptions(0.05f).momentum(0.9f));
+  fit(model, sgd, data,
+      FitOptions().batch_size(8).tiles(2).steps_per_epoch(10).seed(4).verbose(false).data_parallel(
+          {g_mpi, &comm, false, false, BucketOptions(), RankSum::kOrdered}));
+  comm.wait_idle();
+  std::uint64_t reference = 0;
+  train_one_rank(8, 4, &reference);
+  EXPECT_EQ(model.weights_checksum(), reference);
+}
+
 // Every parameter's gradient is final (tile sum, then the sum over the ranks) before its squares join the norm: the
 // ranks end with the same bits, and with the weights of one rank training the global batch, to rounding (the
 // embedding's gradient adds its rows in batch order within a rank, then sums the ranks' tables: another order than
@@ -349,6 +429,25 @@ TEST(DataParallelTest, SynchronisedBatchNormEqualsOneRankWithTheGlobalBatch) {
   EXPECT_EQ(worst_difference(synced, synced_blocking), 0.0);
   // Without synchronisation each rank normalises with its own half of the batch: a different model.
   EXPECT_GT(worst_difference(local, ref), 1e-4);
+}
+
+// BatchNorm computes its parameters' gradients in one task from this rank's statistics: no chain can continue it,
+// and the point of an ordered sum (one rank's bits) needs the statistics of the whole batch anyway.
+TEST(DataParallelTest, OrderedSumsRefuseUnsynchronisedBatchNorm) {
+  const io::Dataset data = io::synthetic_dataset(40, 1, 12, 12, 5, 31);
+  Sequential model = bn_cnn();
+  model.build({1, 12, 12}, 7);
+  runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
+  Sgd sgd(SgdOptions(0.05f));
+  try {
+    fit(model, sgd, data,
+        FitOptions().batch_size(8).steps_per_epoch(1).verbose(false).data_parallel(
+            {g_mpi, &comm, false, false, BucketOptions(), RankSum::kOrdered}));
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--sync-bn"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("weight"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -429,6 +429,28 @@ TEST(CliMpiTest, TwoRanksAgreeOnTheWeights) {
   EXPECT_EQ(doc.at("weights_checksums")[0], doc.at("weights_checksums")[1]);
 }
 
+// --rank-sum ordered: a language model with a tied head, 2 ranks x 1 tile, ends bitwise on the weights of one process
+// training the global batch in 2 tiles (tests/distributed/test_data_parallel.cpp tests the cases in depth).
+TEST(CliMpiTest, OrderedSumsTrainTheWeightsOfOneProcess) {
+  const std::string run = "train --model gpt_tiny --dataset synthetic --synthetic-samples 64 --steps-per-epoch 4 "
+                          "--workers 1 --quiet --no-test";
+  const fs::path ranks = temp_path("mpi-ordered.json");
+  const fs::path one = temp_path("mpi-ordered-one.json");
+  const CliRun r = mpirun("-np 2 " + exe() + " " + run + " --batch-size 4 --tiles 1 --rank-sum ordered --report " +
+                          ranks.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const CliRun single = dtnn(run + " --batch-size 8 --tiles 2 --report " + one.string());
+  ASSERT_EQ(single.status, 0) << single.output;
+  const auto doc = read_json(ranks);
+  const auto reference = read_json(one);
+  fs::remove(ranks);
+  fs::remove(one);
+  EXPECT_EQ(doc.at("rank_sum"), "ordered");
+  ASSERT_EQ(doc.at("weights_checksums").size(), 2u);
+  EXPECT_EQ(doc.at("weights_checksums")[0], doc.at("weights_checksums")[1]);
+  EXPECT_EQ(doc.at("weights_checksums")[0], reference.at("weights_checksums")[0]);
+}
+
 std::size_t rank_scratch_folders() {
   std::size_t n = 0;
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path())) {
