@@ -316,7 +316,8 @@ struct LayerNormOutputs {
 // Each instruction set against the reference at widths that leave some of the 16 lanes of the row sums without an
 // element (1, 7, 33, 1000) or fill them (256, 768), odd row counts, with and without the affine transform; and the
 // three give the same bits: the same fixed lanes whatever the vector width, and no product fused into a sum
-// (codelets/cpu/layer_norm_impl.hpp). The weight gradients of the rows split in two calls are the whole's bits.
+// (codelets/cpu/layer_norm_impl.hpp). The weight gradients are a column's fp32 chain down the rows, split in two
+// calls or not.
 TEST(LayerNormIsaTest, EveryInstructionSetMatchesTheReferenceAndTheOthersBits) {
   const auto isas = layer_norm_isas();
   const float eps = 1e-5f;
@@ -334,6 +335,19 @@ TEST(LayerNormIsaTest, EveryInstructionSetMatchesTheReferenceAndTheOthersBits) {
         const float* bp = affine ? b.data() : nullptr;
         const auto ref = reference_layer_norm(rows, width, eps, x, affine ? &w : nullptr, affine ? &b : nullptr, dy);
         std::vector<LayerNormOutputs> outs;
+        // The weight gradients, given the statistics, as one fp32 chain per column down the rows: the operations
+        // codelets/cuda/layer_norm.cu repeats for the CPU's bits.
+        auto stats = nan_vector(2 * static_cast<std::size_t>(rows));
+        auto scratch = nan_vector(count);
+        isas[0].fwd(rows, width, eps, x.data(), wp, bp, scratch.data(), stats.data());
+        std::vector<float> chain_dw(static_cast<std::size_t>(width), 0.0f), chain_db(chain_dw);
+        for (int i = 0; i < rows; ++i) {
+          for (int j = 0; j < width; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i) * width + j;
+            chain_dw[static_cast<std::size_t>(j)] += dy[at] * ((x[at] - stats[2 * i]) * stats[2 * i + 1]);
+            chain_db[static_cast<std::size_t>(j)] += dy[at];
+          }
+        }
         for (const LayerNormIsa& isa : isas) {
           SCOPED_TRACE(isa.name);
           LayerNormOutputs o{nan_vector(count), nan_vector(2 * static_cast<std::size_t>(rows)), nan_vector(count),
@@ -354,6 +368,8 @@ TEST(LayerNormIsaTest, EveryInstructionSetMatchesTheReferenceAndTheOthersBits) {
                           dw2.data(), db2.data());
           EXPECT_TRUE(bitwise_equal(dw2, o.dw));
           EXPECT_TRUE(bitwise_equal(db2, o.db));
+          EXPECT_TRUE(bitwise_equal(o.dw, chain_dw));
+          EXPECT_TRUE(bitwise_equal(o.db, chain_db));
           if (!outs.empty()) {
             EXPECT_TRUE(bitwise_equal(o.y, outs[0].y)) << "y against " << isas[0].name;
             EXPECT_TRUE(bitwise_equal(o.stats, outs[0].stats)) << "stats against " << isas[0].name;
