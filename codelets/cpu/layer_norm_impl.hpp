@@ -5,12 +5,13 @@
 //
 // The row statistics are double sums over kLanes fixed partial sums: element j goes to lane j % kLanes, each lane
 // adds its elements in index order, and the lanes meet in one fixed tree (lane_total). A lane is a column of the
-// compiler's vectors whatever their width (2, 4 or 8 doubles), so the sums, and every bit of the outputs, are the
-// same from the three files. That also needs the products rounded apart from the sums they feed: CMake compiles
-// the three files with -ffp-contract=off, where GCC would otherwise fuse, in the FMA files only, d * d into the
-// centred squares' sum and a product into each output's subtraction or addition. Fusing would gain little in loops
-// bound by their loads, and rounding apart keeps codelets/cuda/layer_norm.cu (which rounds every product with
-// __fmul_rn) on the CPU's operations: its weight gradients are the CPU's bits.
+// compiler's vectors whatever their width (2, 4 or 8 doubles), so the sums are the same from the three files, and
+// no bit of any output differs between them. That also needs the products rounded apart from the sums they feed:
+// CMake compiles the three files with -ffp-contract=off, where GCC would otherwise fuse, in the FMA files only, d * d
+// into the centred squares' sum and a product into each output's subtraction or addition (a quarter of y and dx and
+// half of dw then differ from the plain file's by a rounding). Fusing would gain little in loops bound by their
+// loads, and rounding apart keeps codelets/cuda/layer_norm.cu (which rounds every product with __fmul_rn) on the
+// CPU's operations: its weight gradients are the CPU's bits.
 #pragma once
 
 #include <cmath>
