@@ -1,84 +1,55 @@
 // SPDX-License-Identifier: Apache-2.0
-#include <cmath>
-#include <cstddef>
+// The dispatch of nn_kernels.hpp's layer_norm_* (AVX-512, AVX2 or plain x86-64, chosen at run time after checking
+// the CPU, DTNN_MAX_CPU_ISA capping it as for the other kernels), and their plain x86-64 versions
+// (layer_norm_impl.hpp's rows at the library's baseline flags).
+#include "codelets/cpu/layer_norm.hpp"
 
+#include "codelets/cpu/layer_norm_impl.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
+#include "core/cpu_features.hpp"
 
 namespace dtnn::kernels::cpu {
 
+void layer_norm_fwd_generic(int rows, int width, float eps, const float* x, const float* w, const float* b, float* y,
+                            float* stats) {
+  layer_norm_fwd_rows(rows, width, eps, x, w, b, y, stats);
+}
+
+void layer_norm_bwd_data_generic(int rows, int width, const float* x, const float* stats, const float* w,
+                                 const float* dy, float* dx) {
+  layer_norm_bwd_data_rows(rows, width, x, stats, w, dy, dx);
+}
+
+void layer_norm_bwd_weights_generic(int rows, int width, const float* x, const float* stats, const float* dy,
+                                    int accumulate, float* dw, float* db) {
+  layer_norm_bwd_weights_rows(rows, width, x, stats, dy, accumulate, dw, db);
+}
+
 void layer_norm_fwd(int rows, int width, float eps, const float* x, const float* w, const float* b, float* y,
                     float* stats) {
-  const auto e = static_cast<std::size_t>(width);
-  for (int i = 0; i < rows; ++i) {
-    const float* xr = x + static_cast<std::size_t>(i) * e;
-    float* yr = y + static_cast<std::size_t>(i) * e;
-    // Two passes in double: the variance of values far from zero keeps its digits.
-    double sum = 0.0;
-    for (std::size_t j = 0; j < e; ++j) sum += xr[j];
-    const double mean = sum / static_cast<double>(width);
-    double squares = 0.0;
-    for (std::size_t j = 0; j < e; ++j) {
-      const double d = xr[j] - mean;
-      squares += d * d;
-    }
-    const auto mean_f = static_cast<float>(mean);
-    const auto rstd = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(width) + eps));
-    for (std::size_t j = 0; j < e; ++j) {
-      const float xhat = (xr[j] - mean_f) * rstd;
-      yr[j] = w != nullptr ? xhat * w[j] + b[j] : xhat;
-    }
-    stats[2 * i] = mean_f;
-    stats[2 * i + 1] = rstd;
-  }
+#if defined(__x86_64__)
+  if (cpu_has_avx512()) return layer_norm_fwd_avx512(rows, width, eps, x, w, b, y, stats);
+  if (cpu_has_avx2_fma()) return layer_norm_fwd_avx2(rows, width, eps, x, w, b, y, stats);
+#endif
+  layer_norm_fwd_rows(rows, width, eps, x, w, b, y, stats);
 }
 
 void layer_norm_bwd_data(int rows, int width, const float* x, const float* stats, const float* w, const float* dy,
                          float* dx) {
-  const auto e = static_cast<std::size_t>(width);
-  for (int i = 0; i < rows; ++i) {
-    const float* xr = x + static_cast<std::size_t>(i) * e;
-    const float* dyr = dy + static_cast<std::size_t>(i) * e;
-    float* dxr = dx + static_cast<std::size_t>(i) * e;
-    const float mean = stats[2 * i];
-    const float rstd = stats[2 * i + 1];
-    double sum_g = 0.0;
-    double sum_gx = 0.0;
-    for (std::size_t j = 0; j < e; ++j) {
-      const float g = w != nullptr ? dyr[j] * w[j] : dyr[j];
-      const float xhat = (xr[j] - mean) * rstd;
-      sum_g += g;
-      sum_gx += static_cast<double>(g) * xhat;
-    }
-    const auto mean_g = static_cast<float>(sum_g / static_cast<double>(width));
-    const auto mean_gx = static_cast<float>(sum_gx / static_cast<double>(width));
-    for (std::size_t j = 0; j < e; ++j) {
-      const float g = w != nullptr ? dyr[j] * w[j] : dyr[j];
-      const float xhat = (xr[j] - mean) * rstd;
-      dxr[j] = rstd * (g - mean_g - xhat * mean_gx);
-    }
-  }
+#if defined(__x86_64__)
+  if (cpu_has_avx512()) return layer_norm_bwd_data_avx512(rows, width, x, stats, w, dy, dx);
+  if (cpu_has_avx2_fma()) return layer_norm_bwd_data_avx2(rows, width, x, stats, w, dy, dx);
+#endif
+  layer_norm_bwd_data_rows(rows, width, x, stats, w, dy, dx);
 }
 
 void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, int accumulate,
                             float* dw, float* db) {
-  const auto e = static_cast<std::size_t>(width);
-  if (accumulate == 0) {
-    for (std::size_t j = 0; j < e; ++j) {
-      dw[j] = 0.0f;
-      db[j] = 0.0f;
-    }
-  }
-  // Row order, and tiles one after another: the sums do not depend on the workers or on the tile count.
-  for (int i = 0; i < rows; ++i) {
-    const float* xr = x + static_cast<std::size_t>(i) * e;
-    const float* dyr = dy + static_cast<std::size_t>(i) * e;
-    const float mean = stats[2 * i];
-    const float rstd = stats[2 * i + 1];
-    for (std::size_t j = 0; j < e; ++j) {
-      dw[j] += dyr[j] * ((xr[j] - mean) * rstd);
-      db[j] += dyr[j];
-    }
-  }
+#if defined(__x86_64__)
+  if (cpu_has_avx512()) return layer_norm_bwd_weights_avx512(rows, width, x, stats, dy, accumulate, dw, db);
+  if (cpu_has_avx2_fma()) return layer_norm_bwd_weights_avx2(rows, width, x, stats, dy, accumulate, dw, db);
+#endif
+  layer_norm_bwd_weights_rows(rows, width, x, stats, dy, accumulate, dw, db);
 }
 
 }  // namespace dtnn::kernels::cpu

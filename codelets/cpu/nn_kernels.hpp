@@ -138,7 +138,8 @@ void layer_norm_fwd(int rows, int width, float eps, const float* x, const float*
 void layer_norm_bwd_data(int rows, int width, const float* x, const float* stats, const float* w, const float* dy,
                          float* dx);
 // dw[j] += dy * xhat and db[j] += dy for each row in row order, onto zeros when accumulate == 0 or onto dw and db
-// as they are otherwise: tiles accumulated one after another add every row of the batch in one order.
+// as they are otherwise: tiles accumulated one after another add every row of the batch in one order. dw and db
+// overlap neither each other nor the inputs.
 void layer_norm_bwd_weights(int rows, int width, const float* x, const float* stats, const float* dy, int accumulate,
                             float* dw, float* db);
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// LayerNorm after codelets/cpu/layer_norm.cpp, operation for operation. __fmul_rn and __dmul_rn keep nvcc from
-// fusing a product into the following addition where the host (no FMA in the x86-64 baseline) rounds twice.
+// LayerNorm after codelets/cpu/layer_norm_impl.hpp, operation for operation. __fmul_rn and __dmul_rn keep nvcc from
+// fusing a product into the following addition where the host rounds twice (its three builds, plain, AVX2 and
+// AVX-512, are compiled with -ffp-contract=off).
 #include "codelets/cuda/launch.cuh"
 #include "codelets/cuda/layer_norm.hpp"
 #include "codelets/cuda/warp_reduce.cuh"

@@ -10,9 +10,11 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codelets/cpu/kernels.hpp"
+#include "codelets/cpu/layer_norm.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
 #include "codelets/cpu/vector_math.hpp"
 #include "core/cpu_features.hpp"
@@ -24,6 +26,7 @@ namespace dtnn::kernels::cpu {
 namespace {
 
 using test::all_close;
+using test::bitwise_equal;
 using test::nan_vector;
 using test::random_vector;
 
@@ -282,6 +285,109 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormKernelTest,
                                                static_cast<int>(std::abs(info.param.offset)),
                                                info.param.affine ? "Affine" : "Plain");
                          });
+
+// One instruction set's entry points (codelets/cpu/layer_norm.hpp).
+struct LayerNormIsa {
+  const char* name;
+  decltype(&layer_norm_fwd) fwd;
+  decltype(&layer_norm_bwd_data) bwd_data;
+  decltype(&layer_norm_bwd_weights) bwd_weights;
+};
+
+// Plain x86-64 always, AVX2 and AVX-512 where the CPU (and DTNN_MAX_CPU_ISA) runs them.
+std::vector<LayerNormIsa> layer_norm_isas() {
+  std::vector<LayerNormIsa> isas = {
+      {"generic", layer_norm_fwd_generic, layer_norm_bwd_data_generic, layer_norm_bwd_weights_generic}};
+#if defined(__x86_64__)
+  if (cpu_has_avx2_fma()) {
+    isas.push_back({"avx2", layer_norm_fwd_avx2, layer_norm_bwd_data_avx2, layer_norm_bwd_weights_avx2});
+  }
+  if (cpu_has_avx512()) {
+    isas.push_back({"avx512", layer_norm_fwd_avx512, layer_norm_bwd_data_avx512, layer_norm_bwd_weights_avx512});
+  }
+#endif
+  return isas;
+}
+
+struct LayerNormOutputs {
+  std::vector<float> y, stats, dx, dw, db;
+};
+
+// Each instruction set against the reference at widths that leave some of the 16 lanes of the row sums without an
+// element (1, 7, 33, 1000) or fill them (256, 768), odd row counts, with and without the affine transform; and the
+// three give the same bits: the same fixed lanes whatever the vector width, and no product fused into a sum
+// (codelets/cpu/layer_norm_impl.hpp). The weight gradients are a column's fp32 chain down the rows, split in two
+// calls or not.
+TEST(LayerNormIsaTest, EveryInstructionSetMatchesTheReferenceAndTheOthersBits) {
+  const auto isas = layer_norm_isas();
+  const float eps = 1e-5f;
+  for (const int width : {1, 7, 33, 256, 768, 1000}) {
+    for (const int rows : {1, 5, 13}) {
+      for (const bool affine : {true, false}) {
+        SCOPED_TRACE(test::concat("width ", width, ", rows ", rows, affine ? ", affine" : ", plain"));
+        const std::size_t count = static_cast<std::size_t>(rows) * width;
+        auto x = random_vector(count, 71, -2.0f, 2.0f);
+        for (float& v : x) v += 10.0f;
+        const auto w = random_vector(static_cast<std::size_t>(width), 72, 0.5f, 1.5f);
+        const auto b = random_vector(static_cast<std::size_t>(width), 73, -0.5f, 0.5f);
+        const auto dy = random_vector(count, 74);
+        const float* wp = affine ? w.data() : nullptr;
+        const float* bp = affine ? b.data() : nullptr;
+        const auto ref = reference_layer_norm(rows, width, eps, x, affine ? &w : nullptr, affine ? &b : nullptr, dy);
+        std::vector<LayerNormOutputs> outs;
+        // The weight gradients, given the statistics, as one fp32 chain per column down the rows: the operations
+        // codelets/cuda/layer_norm.cu repeats for the CPU's bits.
+        auto stats = nan_vector(2 * static_cast<std::size_t>(rows));
+        auto scratch = nan_vector(count);
+        isas[0].fwd(rows, width, eps, x.data(), wp, bp, scratch.data(), stats.data());
+        std::vector<float> chain_dw(static_cast<std::size_t>(width), 0.0f), chain_db(chain_dw);
+        for (int i = 0; i < rows; ++i) {
+          for (int j = 0; j < width; ++j) {
+            const std::size_t at = static_cast<std::size_t>(i) * width + j;
+            chain_dw[static_cast<std::size_t>(j)] += dy[at] * ((x[at] - stats[2 * i]) * stats[2 * i + 1]);
+            chain_db[static_cast<std::size_t>(j)] += dy[at];
+          }
+        }
+        for (const LayerNormIsa& isa : isas) {
+          SCOPED_TRACE(isa.name);
+          LayerNormOutputs o{nan_vector(count), nan_vector(2 * static_cast<std::size_t>(rows)), nan_vector(count),
+                             nan_vector(static_cast<std::size_t>(width)), nan_vector(static_cast<std::size_t>(width))};
+          isa.fwd(rows, width, eps, x.data(), wp, bp, o.y.data(), o.stats.data());
+          isa.bwd_data(rows, width, x.data(), o.stats.data(), wp, dy.data(), o.dx.data());
+          isa.bwd_weights(rows, width, x.data(), o.stats.data(), dy.data(), 0, o.dw.data(), o.db.data());
+          EXPECT_TRUE(all_close(o.y, ref.y, 1e-5));
+          EXPECT_TRUE(all_close(o.dx, ref.dx, 1e-5));
+          EXPECT_TRUE(all_close(o.dw, ref.dw, 1e-5));
+          EXPECT_TRUE(all_close(o.db, ref.db, 1e-6));
+          const int first = rows / 2;
+          const std::size_t skip = static_cast<std::size_t>(first) * width;
+          auto dw2 = nan_vector(o.dw.size());
+          auto db2 = nan_vector(o.db.size());
+          isa.bwd_weights(first, width, x.data(), o.stats.data(), dy.data(), 0, dw2.data(), db2.data());
+          isa.bwd_weights(rows - first, width, x.data() + skip, o.stats.data() + 2 * first, dy.data() + skip, 1,
+                          dw2.data(), db2.data());
+          EXPECT_TRUE(bitwise_equal(dw2, o.dw));
+          EXPECT_TRUE(bitwise_equal(db2, o.db));
+          EXPECT_TRUE(bitwise_equal(o.dw, chain_dw));
+          EXPECT_TRUE(bitwise_equal(o.db, chain_db));
+          if (!outs.empty()) {
+            EXPECT_TRUE(bitwise_equal(o.y, outs[0].y)) << "y against " << isas[0].name;
+            EXPECT_TRUE(bitwise_equal(o.stats, outs[0].stats)) << "stats against " << isas[0].name;
+            EXPECT_TRUE(bitwise_equal(o.dx, outs[0].dx)) << "dx against " << isas[0].name;
+            EXPECT_TRUE(bitwise_equal(o.dw, outs[0].dw)) << "dw against " << isas[0].name;
+            EXPECT_TRUE(bitwise_equal(o.db, outs[0].db)) << "db against " << isas[0].name;
+          }
+          outs.push_back(std::move(o));
+        }
+      }
+    }
+  }
+  if (isas.size() < 3) {
+    GTEST_SKIP() << (isas.size() == 1 ? "generic only: AVX2 and AVX-512 need a CPU that has them"
+                                      : "generic and avx2: AVX-512 needs a CPU that has it")
+                 << ", DTNN_MAX_CPU_ISA not below";
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // GELU, tanh approximation
