@@ -7,7 +7,6 @@
 // linkage: each file keeps its own copy, compiled for its instruction set.
 #pragma once
 
-#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -15,13 +14,25 @@
 namespace dtnn::kernels::cpu {
 namespace {
 
+// c ? a : b through the bits. GCC 12 turns `c ? a : b` of floats, std::min and std::max included, into a branch
+// that it cannot vectorise under -ftrapping-math (the default) unless the instruction set has masks (AVX-512): the
+// AVX2 and x86-64 loops stayed scalar. The masks here are plain integer logic, which it vectorises everywhere.
+inline float select_bits(bool c, float a, float b) {
+  const std::uint32_t mask = c ? 0xffffffffu : 0u;
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(a) & mask) | (std::bit_cast<std::uint32_t>(b) & ~mask));
+}
+
+// std::min(x, hi) and std::max(x, lo) through select_bits: NaN stays NaN.
+inline float min_bits(float x, float hi) { return select_bits(hi < x, hi, x); }
+inline float max_bits(float x, float lo) { return select_bits(x < lo, lo, x); }
+
 // exp(x) within ~2 ulp for x in [-87.3, 88.37]: 2^n exp(r), n = round(x / ln 2), |r| <= ln(2) / 2 with ln 2 split in
 // two parts (Cody and Waite) so that x - n ln 2 loses nothing, exp(r) by a degree-7 polynomial (1 + r + r^2 p(r),
 // the coefficients of Cephes' expf), 2^n built in the exponent bits. Arguments are clamped to [-87.33, 88.75]: below,
 // ~1.2e-38 (the smallest normal float's order) instead of a denormal or 0; above 88.37 (n = 128, the exponent's
 // all-ones pattern) inf, a little before libm's overflow at 88.72; NaN stays NaN.
 inline float exp_approx(float x) {
-  x = std::min(std::max(x, -87.33f), 88.75f);
+  x = min_bits(max_bits(x, -87.33f), 88.75f);
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer
   const float n = (x * kLog2e + kRound) - kRound;
