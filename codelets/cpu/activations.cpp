@@ -5,17 +5,6 @@
 #include "codelets/cpu/nn_kernels.hpp"
 
 namespace dtnn::kernels::cpu {
-namespace {
-
-constexpr float kInvSqrt2 = 0.70710678118654752440f;
-constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
-
-// Phi(x) through erfc rather than 1 + erf: for very negative x, 1 + erf(x / sqrt 2) cancels to 0 in float while
-// erfc keeps the tail's relative accuracy.
-inline float normal_cdf(float x) { return 0.5f * std::erfc(-x * kInvSqrt2); }
-
-}  // namespace
-
 void sigmoid_fwd(std::size_t count, const float* x, float* y) {
   for (std::size_t i = 0; i < count; ++i) {
     const float v = x[i];
@@ -79,21 +68,6 @@ void elu_bwd_data(std::size_t count, float alpha, const float* x, const float* d
   }
 }
 
-void gelu_fwd(std::size_t count, const float* x, float* y) {
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    y[i] = v * normal_cdf(v);
-  }
-}
-
-void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx) {
-  for (std::size_t i = 0; i < count; ++i) {
-    const float v = x[i];
-    const float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
-    dx[i] = dy[i] * (normal_cdf(v) + v * pdf);
-  }
-}
-
-// gelu_tanh_fwd and gelu_tanh_bwd_data are vector loops: codelets/cpu/vector_math.cpp.
+// gelu_fwd, gelu_bwd_data, gelu_tanh_fwd and gelu_tanh_bwd_data are vector loops: codelets/cpu/vector_math.cpp.
 
 }  // namespace dtnn::kernels::cpu

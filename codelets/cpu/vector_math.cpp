@@ -17,6 +17,22 @@ void exp_shifted(std::size_t count, const float* x, float shift, float* y) {
   exp_shifted_loop(count, x, shift, y);
 }
 
+void gelu_fwd(std::size_t count, const float* x, float* y) {
+#if defined(__x86_64__)
+  if (cpu_has_avx512()) return gelu_fwd_avx512(count, x, y);
+  if (cpu_has_avx2_fma()) return gelu_fwd_avx2(count, x, y);
+#endif
+  gelu_fwd_loop(count, x, y);
+}
+
+void gelu_bwd_data(std::size_t count, const float* x, const float* dy, float* dx) {
+#if defined(__x86_64__)
+  if (cpu_has_avx512()) return gelu_bwd_data_avx512(count, x, dy, dx);
+  if (cpu_has_avx2_fma()) return gelu_bwd_data_avx2(count, x, dy, dx);
+#endif
+  gelu_bwd_data_loop(count, x, dy, dx);
+}
+
 void gelu_tanh_fwd(std::size_t count, const float* x, float* y) {
 #if defined(__x86_64__)
   if (cpu_has_avx512()) return gelu_tanh_fwd_avx512(count, x, y);

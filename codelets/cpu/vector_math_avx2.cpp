@@ -15,4 +15,10 @@ void gelu_tanh_bwd_data_avx2(std::size_t count, const float* x, const float* dy,
   gelu_tanh_bwd_data_loop(count, x, dy, dx);
 }
 
+void gelu_fwd_avx2(std::size_t count, const float* x, float* y) { gelu_fwd_loop(count, x, y); }
+
+void gelu_bwd_data_avx2(std::size_t count, const float* x, const float* dy, float* dx) {
+  gelu_bwd_data_loop(count, x, dy, dx);
+}
+
 }  // namespace dtnn::kernels::cpu
