@@ -194,7 +194,7 @@ void Communicator::all_gather(const Tensor& local, Tensor& global, const std::ve
 }
 
 int Communicator::chain_tag(const Tensor* t, const std::string& name) {
-  const auto [it, added] = chain_tags_.try_emplace(t, static_cast<int>(chain_tags_.size()));
+  const auto it = chain_tags_.try_emplace(t, static_cast<int>(chain_tags_.size())).first;
   // MPI guarantees tags up to 32767.
   if (it->second > 32767) {
     throw InvalidArgument(fmt::format("ordered sum of {}: more than 32768 chained tensors, expected at most 32768",

@@ -116,19 +116,23 @@ TEST(DataParallelTest, TwoRanksOfOneTileEqualOneRankOfTwoTilesBitwise) {
 
 // A language model (untied pre-LN transformer, tokens in, AdamW with gradient clipping: the clip's norm is taken
 // after the sum over the ranks). Its windows are split among the ranks as images are.
-Sequential small_lm() {
+Sequential small_lm(bool tied = false) {
   models::TransformerLmOptions o;
   o.vocabulary = 64;
   o.context = 12;
   o.d_model = 16;
   o.num_heads = 2;
   o.layers = 2;
+  o.tied = tied;
   return models::transformer_lm(o);
 }
 
-std::vector<std::vector<float>> train_lm(std::int64_t batch, int tiles, bool data_parallel, std::uint64_t* checksum) {
+// `tied`: the head's weight is the embedding's (its gradient goes round the ranks twice in an ordered sum). With
+// data_parallel, the ranks' weights must end the same, or the test fails.
+std::vector<std::vector<float>> train_lm(std::int64_t batch, int tiles, bool data_parallel, std::uint64_t* checksum,
+                                         bool tied = false, RankSum rank_sum = RankSum::kAllreduce) {
   const io::Dataset data = io::synthetic_token_dataset(200, 12, 64, 5);
-  Sequential model = small_lm();
+  Sequential model = small_lm(tied);
   model.build({12}, 7);
   AdamW adamw(AdamWOptions(3e-3f));
   FitOptions fit_options = FitOptions().batch_size(batch).tiles(tiles).steps_per_epoch(6).seed(2).verbose(false)
@@ -136,56 +140,16 @@ std::vector<std::vector<float>> train_lm(std::int64_t batch, int tiles, bool dat
   std::unique_ptr<runtime::Communicator> comm;
   if (data_parallel) {
     comm = std::make_unique<runtime::Communicator>(*g_mpi, runtime::CommunicatorOptions());
-    fit_options.data_parallel({g_mpi, comm.get(), false, false, BucketOptions().bytes(4096)});
+    fit_options.data_parallel({g_mpi, comm.get(), false, false, BucketOptions().bytes(4096), rank_sum});
   }
   fit(model, adamw, data, fit_options);
   if (comm) comm->wait_idle();
   *checksum = model.weights_checksum();
+  if (data_parallel) {
+    const auto all = g_mpi->all_gather(*checksum, "language model checksums");
+    EXPECT_EQ(all[0], all[1]) << "weights differ between ranks";
+  }
   return weights(model);
-}
-
-// Ordered sums over the ranks (RankSum::kOrdered): `ranks_tiles` tiles on each of the 2 ranks, local batch `batch`,
-// `tied` a head tied to the embedding (its gradient goes round the ranks twice). Returns the weights; the checksum
-// is the same on both ranks or the test fails.
-std::vector<std::vector<float>> train_lm_ordered(std::int64_t batch, int tiles, bool tied, std::uint64_t* checksum) {
-  const io::Dataset data = io::synthetic_token_dataset(200, 12, 64, 5);
-  models::TransformerLmOptions o;
-  o.vocabulary = 64;
-  o.context = 12;
-  o.d_model = 16;
-  o.num_heads = 2;
-  o.layers = 2;
-  o.tied = tied;
-  Sequential model = models::transformer_lm(o);
-  model.build({12}, 7);
-  AdamW adamw(AdamWOptions(3e-3f));
-  runtime::Communicator comm(*g_mpi, runtime::CommunicatorOptions());
-  DataParallel dp{g_mpi, &comm, false, false, BucketOptions(), RankSum::kOrdered};
-  fit(model, adamw, data,
-      FitOptions().batch_size(batch).tiles(tiles).steps_per_epoch(6).seed(2).verbose(false).clip_grad_norm(0.5f)
-          .data_parallel(dp));
-  comm.wait_idle();
-  *checksum = model.weights_checksum();
-  const auto all = g_mpi->all_gather(*checksum, "ordered checksums");
-  EXPECT_EQ(all[0], all[1]) << "weights differ between ranks";
-  return weights(model);
-}
-
-std::uint64_t train_lm_one_rank(std::int64_t batch, int tiles, bool tied) {
-  const io::Dataset data = io::synthetic_token_dataset(200, 12, 64, 5);
-  models::TransformerLmOptions o;
-  o.vocabulary = 64;
-  o.context = 12;
-  o.d_model = 16;
-  o.num_heads = 2;
-  o.layers = 2;
-  o.tied = tied;
-  Sequential model = models::transformer_lm(o);
-  model.build({12}, 7);
-  AdamW adamw(AdamWOptions(3e-3f));
-  fit(model, adamw, data,
-      FitOptions().batch_size(batch).tiles(tiles).steps_per_epoch(6).seed(2).verbose(false).clip_grad_norm(0.5f));
-  return model.weights_checksum();
 }
 
 // Every gradient of a language model (in-order Dense, attention projections, LayerNorm, embedding and positional
@@ -194,17 +158,19 @@ std::uint64_t train_lm_one_rank(std::int64_t batch, int tiles, bool tied) {
 // lookup's, as on one rank). The control: the allreduce's sum of the ranks' sums is another order.
 TEST(DataParallelTest, OrderedSumsOfALanguageModelEqualOneRankBitwise) {
   for (const bool tied : {false, true}) {
-    std::uint64_t one_tile = 0, two_tiles = 0;
-    train_lm_ordered(4, 1, tied, &one_tile);
-    train_lm_ordered(4, 2, tied, &two_tiles);
-    const std::uint64_t reference = train_lm_one_rank(8, 2, tied);
-    EXPECT_EQ(train_lm_one_rank(8, 3, tied), reference) << "one rank, 3 tiles; tied " << tied;
+    std::uint64_t one_tile = 0, two_tiles = 0, reference = 0, three_tiles = 0;
+    train_lm(4, 1, true, &one_tile, tied, RankSum::kOrdered);
+    train_lm(4, 2, true, &two_tiles, tied, RankSum::kOrdered);
+    train_lm(8, 2, false, &reference, tied);
+    train_lm(8, 3, false, &three_tiles, tied);
+    EXPECT_EQ(three_tiles, reference) << "one rank, 3 tiles; tied " << tied;
     EXPECT_EQ(one_tile, reference) << "2 ranks x 1 tile; tied " << tied;
     EXPECT_EQ(two_tiles, reference) << "2 ranks x 2 tiles; tied " << tied;
   }
-  std::uint64_t allreduce = 0;
+  std::uint64_t allreduce = 0, reference = 0;
   train_lm(4, 1, true, &allreduce);
-  EXPECT_NE(allreduce, train_lm_one_rank(8, 2, false)) << "the control: the allreduce adds the ranks' sums";
+  train_lm(8, 2, false, &reference);
+  EXPECT_NE(allreduce, reference) << "the control: the allreduce adds the ranks' sums";
 }
 
 // Gradients that are tile partials and a tile sum (convolution, flat Dense): rank 1's tile sum continues rank 0's,
@@ -230,9 +196,7 @@ TEST(DataParallelTest, OrderedSumsOfTilePartialsEqualOneRankBitwise) {
 // one rank's).
 TEST(DataParallelTest, ALanguageModelWithClippingTrainsAlikeOnEveryRank) {
   std::uint64_t dp = 0, reference = 0;
-  const auto ours = train_lm(4, 1, true, &dp);
-  const auto all = g_mpi->all_gather(dp, "language model checksums");
-  EXPECT_EQ(all[0], all[1]) << "weights differ between ranks";
+  const auto ours = train_lm(4, 1, true, &dp);  // the ranks' weights compared inside
   const auto ref = train_lm(8, 2, false, &reference);
   EXPECT_LE(worst_difference(ours, ref), 1e-5);
 }
