@@ -58,9 +58,10 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
             "convolution algorithm: convgemm, im2col, winograd (Winograd F(2x2,3x3) for 3x3 stride-1 layers, "
             "convgemm for the rest) or auto (times each that fits, per shape)");
   add_named(app, "--precision", run.model.precision, precision_names(),
-            "arithmetic of the convolutions' weight gradients: fp32; bf16 (inputs rounded to bf16, fp32 sums, "
-            "AVX512-BF16 on CPU workers; the other passes stay fp32 for now); bf16-emulated (bf16's results bit for "
-            "bit on any x86-64, slowly)");
+            "arithmetic of the convolutions: fp32; bf16 (inputs rounded to bf16, fp32 sums, AVX512-BF16 on CPU "
+            "workers: every pass of convgemm and im2col layers, the weight gradients of Winograd's, whose other passes "
+            "stay fp32; --conv auto picks per layer); bf16-emulated (bf16's results bit for bit on any x86-64, "
+            "slowly)");
   add_named(app, "--fusion", run.model.fusion, {{"on", true}, {"off", false}},
             "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "
             "residual block's BatchNorm, Add and ReLU are one pass (same results, fewer tensors and passes); "

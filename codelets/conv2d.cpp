@@ -68,6 +68,27 @@ void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   }
 }
 
+// Buffers: x, w, y, then b with the bias.
+template <kernels::cpu::Bf16Math M, Bias B>
+void conv2d_fwd_bf16_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* w = runtime::vector_ptr(buffers[1]);
+  float* y = runtime::vector_ptr(buffers[2]);
+  const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kernels::cpu::conv2d_fwd_convgemm_bf16(a.shape, x, w, b, a.relu, y, M);
+}
+
+// Buffers: dy, w, dx.
+template <kernels::cpu::Bf16Math M>
+void conv2d_bwd_data_bf16_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* dy = runtime::vector_ptr(buffers[0]);
+  const float* w = runtime::vector_ptr(buffers[1]);
+  float* dx = runtime::vector_ptr(buffers[2]);
+  kernels::cpu::conv2d_bwd_data_convgemm_bf16(a.shape, dy, w, dx, M);
+}
+
 // Buffers: x, dy, dw, then db with the bias.
 template <kernels::cpu::Bf16Math M, Bias B>
 void conv2d_bwd_weights_bf16_cpu(void** buffers, void* cl_arg) {
@@ -196,6 +217,22 @@ runtime::Codelet cl_bwd_weights_im2col_nobias(
 // bf16: CPU bodies only (a GPU would compute in fp32 under the same name).
 constexpr auto kNative = kernels::cpu::Bf16Math::kAvx512Bf16;
 constexpr auto kEmulated = kernels::cpu::Bf16Math::kEmulated;
+runtime::Codelet cl_fwd_bf16("conv2d_fwd_convgemm_bf16", runtime::guarded<conv2d_fwd_bf16_cpu<kNative, Bias::kWith>>,
+                             {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_bf16_nobias("conv2d_fwd_convgemm_bf16_nobias",
+                                    runtime::guarded<conv2d_fwd_bf16_cpu<kNative, Bias::kWithout>>,
+                                    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_bf16emu("conv2d_fwd_convgemm_bf16emu",
+                                runtime::guarded<conv2d_fwd_bf16_cpu<kEmulated, Bias::kWith>>,
+                                {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_bf16emu_nobias("conv2d_fwd_convgemm_bf16emu_nobias",
+                                       runtime::guarded<conv2d_fwd_bf16_cpu<kEmulated, Bias::kWithout>>,
+                                       {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16("conv2d_bwd_data_convgemm_bf16", runtime::guarded<conv2d_bwd_data_bf16_cpu<kNative>>,
+                                  {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16emu("conv2d_bwd_data_convgemm_bf16emu",
+                                     runtime::guarded<conv2d_bwd_data_bf16_cpu<kEmulated>>,
+                                     {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_bf16("conv2d_bwd_weights_convgemm_bf16",
                                      runtime::guarded<conv2d_bwd_weights_bf16_cpu<kNative, Bias::kWith>>,
                                      {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
@@ -258,24 +295,33 @@ bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape) {
   return a != ConvAlgorithm::kWinograd || kernels::cpu::winograd_fits(shape);
 }
 
+bool bf16_pass(Precision p, ConvAlgorithm a) { return p != Precision::kFp32 && a != ConvAlgorithm::kWinograd; }
+
 void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
-                       const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile) {
+                       const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile, Precision precision) {
   check_same_tiling(tag, x, y);
   check_fits(tag, algorithm, shape);
   const ConvArgs a = tile_args(shape, x, tile, relu);
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  runtime::submit_task(pick(kFwd, algorithm, b), task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
+  runtime::Codelet& bf16 = b != nullptr ? cl_fwd_bf16 : cl_fwd_bf16_nobias;
+  runtime::Codelet& bf16emu = b != nullptr ? cl_fwd_bf16emu : cl_fwd_bf16emu_nobias;
+  runtime::Codelet& cl = !bf16_pass(precision, algorithm)    ? pick(kFwd, algorithm, b)
+                         : precision == Precision::kBf16 ? bf16
+                                                         : bf16emu;
+  runtime::submit_task(cl, task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
 }
 
 void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& dy,
-                            const Tensor& w, Tensor& dx, int tile) {
+                            const Tensor& w, Tensor& dx, int tile, Precision precision) {
   check_same_tiling(tag, dy, dx);
   check_fits(tag, algorithm, shape);
   const ConvArgs a = tile_args(shape, dx, tile, 0);
   std::string name;
-  runtime::Codelet& cl = algorithm == ConvAlgorithm::kConvgemm  ? cl_bwd_data_convgemm
+  runtime::Codelet& cl = bf16_pass(precision, algorithm)        ? (precision == Precision::kBf16 ? cl_bwd_data_bf16
+                                                                                                 : cl_bwd_data_bf16emu)
+                         : algorithm == ConvAlgorithm::kConvgemm ? cl_bwd_data_convgemm
                          : algorithm == ConvAlgorithm::kWinograd ? cl_bwd_data_winograd
                                                                  : cl_bwd_data_im2col;
   runtime::submit_task(cl,
@@ -301,14 +347,25 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
 
 namespace {
 
-double time_algorithm(ConvAlgorithm algorithm, const Conv2dShape& s, std::vector<float>& x, std::vector<float>& w,
-                      std::vector<float>& y, std::vector<float>& dw) {
+double time_algorithm(ConvAlgorithm algorithm, Precision precision, const Conv2dShape& s, std::vector<float>& x,
+                      std::vector<float>& w, std::vector<float>& y, std::vector<float>& dw) {
   using Clock = std::chrono::steady_clock;
+  using kernels::cpu::Bf16Math;
+  const Bf16Math math = precision == Precision::kBf16 ? Bf16Math::kAvx512Bf16 : Bf16Math::kEmulated;
+  const bool bf16 = precision != Precision::kFp32;
   double best = 1e300;
   // The first round warms caches and packing buffers; the best of the others is the estimate.
   for (int round = 0; round < 3; ++round) {
     const auto start = Clock::now();
-    if (algorithm == ConvAlgorithm::kConvgemm) {
+    if (bf16 && algorithm == ConvAlgorithm::kConvgemm) {
+      kernels::cpu::conv2d_fwd_convgemm_bf16(s, x.data(), w.data(), nullptr, 0, y.data(), math);
+      kernels::cpu::conv2d_bwd_data_convgemm_bf16(s, y.data(), w.data(), x.data(), math);
+      kernels::cpu::conv2d_bwd_weights_convgemm_bf16(s, x.data(), y.data(), dw.data(), nullptr, math);
+    } else if (bf16) {
+      kernels::cpu::conv2d_fwd_winograd(s, x.data(), w.data(), nullptr, 0, y.data());
+      kernels::cpu::conv2d_bwd_data_winograd(s, y.data(), w.data(), x.data());
+      kernels::cpu::conv2d_bwd_weights_convgemm_bf16(s, x.data(), y.data(), dw.data(), nullptr, math);
+    } else if (algorithm == ConvAlgorithm::kConvgemm) {
       kernels::cpu::conv2d_fwd_convgemm(s, x.data(), w.data(), nullptr, 0, y.data());
       kernels::cpu::conv2d_bwd_data_convgemm(s, y.data(), w.data(), x.data());
       kernels::cpu::conv2d_bwd_weights_convgemm(s, x.data(), y.data(), dw.data(), nullptr);
@@ -329,11 +386,12 @@ double time_algorithm(ConvAlgorithm algorithm, const Conv2dShape& s, std::vector
 
 }  // namespace
 
-ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s) {
+ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s, Precision precision) {
   static std::mutex mutex;
   static std::map<std::vector<int>, ConvAlgorithm> cache;
-  const std::vector<int> key{s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_bottom,
-                             s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups};
+  const std::vector<int> key{s.n,         s.c,        s.h,      s.w,       s.k,   s.r,   s.s,      s.stride_h,
+                             s.stride_w,  s.pad_top,  s.pad_bottom, s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups,
+                             static_cast<int>(precision)};
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) {
     return it->second;
@@ -345,10 +403,10 @@ ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
   ConvAlgorithm best = ConvAlgorithm::kConvgemm;
-  double best_time = time_algorithm(best, s, x, w, y, dw);
+  double best_time = time_algorithm(best, precision, s, x, w, y, dw);
   for (ConvAlgorithm other : {ConvAlgorithm::kIm2col, ConvAlgorithm::kWinograd}) {
-    if (!conv_algorithm_fits(other, s)) continue;
-    const double t = time_algorithm(other, s, x, w, y, dw);
+    if (!conv_algorithm_fits(other, s) || (other == ConvAlgorithm::kIm2col && precision != Precision::kFp32)) continue;
+    const double t = time_algorithm(other, precision, s, x, w, y, dw);
     if (t < best_time) {
       best = other;
       best_time = t;

@@ -13,10 +13,15 @@ namespace dtnn::codelets {
 
 // y = conv(x, w) + b, followed by ReLU in the same task when relu != 0 (convgemm applies it in the GEMM
 // epilogue; im2col in a pass over the tile's output).
+// In bf16 (either kind), convgemm's and im2col's forward and backward-data are convgemm's bf16 passes
+// ("conv2d_fwd_convgemm_bf16[_nobias]", "conv2d_bwd_data_convgemm_bf16", "..._bf16emu"), on CPU workers only;
+// Winograd's stay fp32 (bf16 inside its transforms has had no accuracy study yet: docs/design.md).
 void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
-                       const Tensor& x, const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile);
+                       const Tensor& x, const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile,
+                       Precision precision = Precision::kFp32);
 void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
-                            const Tensor& dy, const Tensor& w, Tensor& dx, int tile);
+                            const Tensor& dy, const Tensor& w, Tensor& dx, int tile,
+                            Precision precision = Precision::kFp32);
 // dw_tiles [tiles, k, c/groups, r, s] and db_tiles [tiles, k] (nullable) hold one partial gradient per tile. In bf16
 // (either kind) every algorithm's weight gradients are convgemm's bf16 ones ("conv2d_bwd_weights_convgemm_bf16",
 // "..._bf16emu"), on CPU workers only.
@@ -29,7 +34,9 @@ bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape);
 
 // Runs one forward and both backward passes of each algorithm that fits on random data of the given geometry on this
 // thread and returns the fastest (PyDTNN's BestOf, forward and backward together). Results are cached per
-// geometry, so layers of the same shape are timed once.
-ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& shape);
+// geometry and precision, so layers of the same shape are timed once. In bf16 the passes timed are those a layer
+// of that precision runs (above): convgemm in bf16 against Winograd in fp32 with bf16 weight gradients, per layer
+// (im2col would run convgemm's bf16 passes too, so it is not a candidate).
+ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& shape, Precision precision = Precision::kFp32);
 
 }  // namespace dtnn::codelets

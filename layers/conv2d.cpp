@@ -85,7 +85,9 @@ std::string Conv2d::describe() const {
   if (!o.bias_) s += ", no bias";
   if (o.relu_) s += ", +ReLU";
   if (o.precision_ != codelets::Precision::kFp32) {
-    s += fmt::format(", weight gradients {}", codelets::to_string(o.precision_));
+    // Winograd's forward and backward-data stay fp32 (codelets/conv2d.hpp).
+    s += fmt::format(", {}{}", algorithm_ == codelets::ConvAlgorithm::kWinograd ? "weight gradients " : "",
+                     codelets::to_string(o.precision_));
   }
   return s + ", " + algorithm();
 }
@@ -104,6 +106,7 @@ std::string Conv2d::algorithm() const {
 void Conv2d::set_precision(codelets::Precision p) {
   check_precision_runs(p, "Conv2d precision");
   options_.precision_ = p;
+  decided_ = 0;  // an auto layer measures its algorithms in the precision it runs
 }
 
 void Conv2d::set_variant(ConvVariant v) {
@@ -134,7 +137,7 @@ codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x, int tile) {
   if (options_.variant_ == ConvVariant::kAuto && !decided_) {
     Conv2dShape s = shape_;
     s.n = static_cast<int>(x.tile_range(0).count);
-    algorithm_ = codelets::fastest_conv_algorithm(s);
+    algorithm_ = codelets::fastest_conv_algorithm(s, options_.precision_);
     decided_ = 1;
   }
   return algorithm_;
@@ -216,7 +219,7 @@ void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
     codelets::submit_conv2d_fwd(tag, resolve(x, t), shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
-                                options_.relu_, y, t);
+                                options_.relu_, y, t, options_.precision_);
   }
 }
 
@@ -227,7 +230,8 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t), shape_, *g, weight_->value, *dx, t);
+      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t), shape_, *g, weight_->value, *dx, t,
+                                       options_.precision_);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {

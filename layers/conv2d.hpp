@@ -34,7 +34,8 @@ struct Conv2dOptions {
   Conv2dOptions& groups(int g) { groups_ = g; return *this; }
   Conv2dOptions& bias(bool with_bias) { bias_ = with_bias; return *this; }
   Conv2dOptions& variant(ConvVariant v) { variant_ = v; return *this; }
-  // The arithmetic of the weight gradients (codelets/kinds.hpp): fp32 (the default), bf16 or bf16-emulated.
+  // The arithmetic (codelets/kinds.hpp): fp32 (the default), bf16 or bf16-emulated; in bf16 every pass of a
+  // convgemm or im2col layer, the weight gradients of a Winograd layer (codelets/conv2d.hpp).
   Conv2dOptions& precision(codelets::Precision p) { precision_ = p; return *this; }
   // true: ReLU applied to the output in the same task (in convgemm's GEMM epilogue); backward masks the gradient.
   Conv2dOptions& relu(bool fused) { relu_ = fused; return *this; }

@@ -26,8 +26,8 @@ struct ZooModelOptions {
   // Every Conv2d's algorithm: Winograd for the 3x3 stride-1 layers where it pays, convgemm for the others
   // (docs/design.md, Convolution).
   ConvVariant conv = ConvVariant::kWinograd;
-  // Every Conv2d's weight-gradient arithmetic (codelets/kinds.hpp); bf16 needs AVX512-BF16 (InvalidArgument naming
-  // --precision otherwise).
+  // Every Conv2d's arithmetic (codelets/kinds.hpp, codelets/conv2d.hpp); bf16 needs AVX512-BF16 (InvalidArgument
+  // naming --precision otherwise).
   codelets::Precision precision = codelets::Precision::kFp32;
   bool fusion = true;  // Sequential::fusion
   // A language model's sequence length, at most its context (the positional table keeps its length, so the

@@ -134,8 +134,7 @@ Blocking default_blocking(const MicroKernel& mk) {
 // Backward-data keeps the whole reduction in one KC block, so that a micro-tile is final when its epilogue
 // scatters it into dx and every dx element receives its contributions in one fixed order. MC and NC shrink so
 // that the packed blocks keep the cache footprint BLIS chose for MC x KC and KC x NC.
-Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) {
-  Blocking b = default_blocking(mk);
+Blocking whole_reduction_blocking(Blocking b, dim_t k) {
   if (k > b.kc) {
     b.mc = std::max(b.mr, b.mc * b.kc / k / b.mr * b.mr);
     b.nc = std::max(b.nr, b.nc * b.kc / k / b.nr * b.nr);
@@ -143,6 +142,7 @@ Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) {
   b.kc = std::max<dim_t>(k, 1);
   return b;
 }
+Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) { return whole_reduction_blocking(default_blocking(mk), k); }
 
 // ---- Thread-local working memory ----
 
@@ -185,6 +185,11 @@ struct MicroTile {
   // c(u, v) = beta * c(u, v) + this KC block's product, element (u, v) at c[u + v * ldc]. A beta of 0 never
   // reads c.
   void compute(float* c, inc_t ldc, float beta) const {
+    if (bf16_ukr != nullptr) {
+      bf16_ukr(mu, mv, kb, reinterpret_cast<const std::uint32_t*>(a), reinterpret_cast<const std::uint32_t*>(b), beta,
+               c, ldc);
+      return;
+    }
     float one = 1.0f;
     if (mk->contiguous_on_mr) {
       mk->ukr(mu, mv, kb, &one, a, b, &beta, c, 1, ldc, aux, mk->cntx);
@@ -193,12 +198,14 @@ struct MicroTile {
     }
   }
 
-  // Set by the driver for compute().
+  // Set by the driver for compute(). The bf16 driver sets bf16_ukr; then a and b point to pair words, kb counts
+  // pairs, and u lies on the MR side.
   const MicroKernel* mk;
   dim_t kb;
   float* a;
   float* b;
   auxinfo_t* aux;
+  bf16gemm_ukr_ft bf16_ukr;
 };
 
 template <typename PackU, typename PackV, typename Epilogue>
@@ -1071,12 +1078,19 @@ void convgemm_force_ukernel(const std::string& name) {
 
 namespace {
 
+// A GEMM runner, run(nu, nv, k, pack_u, pack_v, epilogue): the fp32 driver with a micro-kernel and blocking, or
+// the bf16 driver (gemm_bf16_tiles below); the passes below are written once for both.
+auto fp32_runner(const MicroKernel& mk, const Blocking& bs) {
+  return [&mk, bs](dim_t nu, dim_t nv, dim_t k, auto&& pack_u, auto&& pack_v, auto&& epilogue) {
+    gemm(mk, bs, nu, nv, k, pack_u, pack_v, epilogue);
+  };
+}
+
 // The forward GEMMs of a non-depthwise convolution, group after group; pack_weights(grp, f0, fb, p0, pb, out) packs
 // the weights of group grp with output channels free and the im2col rows reduced over.
-template <typename PackWeights>
-void forward(const Geom& g, const float* x, const float* b, int relu, float* y, PackWeights&& pack_weights) {
-  const MicroKernel& mk = select_kernel(Pass::kFwd, g);
-  const Blocking bs = default_blocking(mk);
+template <typename PackWeights, typename Run>
+void forward_with(const Geom& g, const float* x, const float* b, int relu, float* y, PackWeights&& pack_weights,
+                  Run&& run) {
   const int groups = g.c / g.cg;
   for (int grp = 0; grp < groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
@@ -1088,21 +1102,27 @@ void forward(const Geom& g, const float* x, const float* b, int relu, float* y, 
     const auto store = [&](const MicroTile& t) { store_nchw(t, yg); };
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
-      gemm(
-          mk, bs, g.npix, g.kg, crs,
+      run(
+          g.npix, g.kg, crs,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_nchw_pixels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
           },
           pack_group_weights, store);
     } else {
-      gemm(
-          mk, bs, g.npix, g.kg, crs,
+      run(
+          g.npix, g.kg, crs,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_im2col_pixels(g, xg, f0, fb, p0, pb, out);
           },
           pack_group_weights, store);
     }
   }
+}
+
+template <typename PackWeights>
+void forward(const Geom& g, const float* x, const float* b, int relu, float* y, PackWeights&& pack_weights) {
+  const MicroKernel& mk = select_kernel(Pass::kFwd, g);
+  forward_with(g, x, b, relu, y, pack_weights, fp32_runner(mk, default_blocking(mk)));
 }
 
 // Backward-data of a stride-1 convolution is the forward convolution of dy by the weights flipped in both kernel
@@ -1171,26 +1191,25 @@ void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, 
   });
 }
 
-void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx) {
-  const Geom g(sh);
-  if (g.n <= 0) {
-    return;
-  }
-  if (g.empty() || g.kg <= 0) {
-    std::fill_n(dx, static_cast<size_t>(g.n) * g.x_sample, 0.0f);
-    return;
-  }
-  if (g.depthwise()) {
-    depthwise_bwd_data(g, dy, w, dx);
-    return;
-  }
+namespace {
+
+// Backward-data of a non-depthwise convolution with pixels and weights: by the dual forward convolution where it
+// fits, else by GEMMs over the whole reduction whose tiles are stored (1x1) or scattered into dx.
+// run_forward(geom) is the runner of a forward pass of that geometry, run_whole(k) one whose KC block holds a
+// reduction of k.
+template <typename RunForward, typename RunWhole>
+void backward_data_with(const Conv2dShape& sh, const Geom& g, const float* dy, const float* w, float* dx,
+                        RunForward&& run_forward, RunWhole&& run_whole) {
   if (dual_forward_fits(sh, g)) {
     const Geom dual(dual_shape(sh));
     const int rs = sh.r * sh.s;
-    forward(dual, dy, nullptr, 0, dx, [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-      pack_flipped_weights(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.cg, rs, f0, fb, p0, pb,
-                           out);
-    });
+    forward_with(
+        dual, dy, nullptr, 0, dx,
+        [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+          pack_flipped_weights(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.cg, rs, f0, fb,
+                               p0, pb, out);
+        },
+        run_forward(dual));
     return;
   }
   // A 1x1 identity geometry writes every dx element exactly once. Otherwise tiles add into dx, which is zeroed one
@@ -1206,8 +1225,7 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
       zeroed_samples = sample + 1;
     }
   };
-  const MicroKernel& mk = select_kernel(Pass::kBwdData, g);
-  const Blocking bs = whole_reduction_blocking(mk, g.kg);
+  auto run = run_whole(static_cast<dim_t>(g.kg));
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
     const float* wg = w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs;
@@ -1221,14 +1239,49 @@ void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const floa
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
       const NchwOutput dx_out{dxg, g.x_sample, g.in_plane, nullptr, 0};
-      gemm(mk, bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, dx_out); });
+      run(g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) { store_nchw(t, dx_out); });
     } else {
-      gemm(mk, bs, g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) {
+      run(g.npix, crs, g.kg, pack_dy, pack_weights, [&](const MicroTile& t) {
         zero_dx_through(t.u0 + t.mu - 1);
         scatter_add(g, t, dxg);
       });
     }
   }
+}
+
+// The cases of backward-data every precision shares that run no GEMM; true when dx is done.
+bool bwd_data_without_gemm(const Geom& g, const float* dy, const float* w, float* dx) {
+  if (g.n <= 0) {
+    return true;
+  }
+  if (g.empty() || g.kg <= 0) {
+    std::fill_n(dx, static_cast<size_t>(g.n) * g.x_sample, 0.0f);
+    return true;
+  }
+  if (g.depthwise()) {
+    depthwise_bwd_data(g, dy, w, dx);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void conv2d_bwd_data_convgemm(const Conv2dShape& sh, const float* dy, const float* w, float* dx) {
+  const Geom g(sh);
+  if (bwd_data_without_gemm(g, dy, w, dx)) {
+    return;
+  }
+  backward_data_with(
+      sh, g, dy, w, dx,
+      [](const Geom& fg) {
+        const MicroKernel& mk = select_kernel(Pass::kFwd, fg);
+        return fp32_runner(mk, default_blocking(mk));
+      },
+      [&](dim_t k) {
+        const MicroKernel& mk = select_kernel(Pass::kBwdData, g);
+        return fp32_runner(mk, whole_reduction_blocking(mk, k));
+      });
 }
 
 namespace {
@@ -1419,7 +1472,109 @@ void gemm_bf16(const Bf16Kernel& mk, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u
   }
 }
 
+// fp32 micro-panels (`width` free indices, kb reduction indices each, contiguous) -> pair panels of the same
+// widths ((kb + 1) / 2 words each). Whole blocks at once when kb is even (then pairs never straddle two panels).
+void panels_to_pairs(const float* src, int width, dim_t kb, dim_t panels, std::uint32_t* dst) {
+  const auto convert = cpu_has_avx512() ? rows_to_bf16_pairs_avx512 : rows_to_bf16_pairs;
+  if (kb % 2 == 0) {
+    convert(src, width, panels * kb, dst);
+    return;
+  }
+  const dim_t kp = (kb + 1) / 2;
+  for (dim_t p = 0; p < panels; ++p) {
+    convert(src + p * width * kb, width, kb, dst + p * width * kp);
+  }
+}
+
+// gemm() with the bf16 micro-kernels, for the passes written against the fp32 packers and epilogues (forward and
+// backward-data): each block is packed in fp32 by those packers, then rounded into pair panels; tiles reach the
+// epilogue as in gemm(), u on the MR side, and their compute() runs the bf16 kernel. KC is even (but for a whole
+// reduction of odd length, which is then one block) so that pairs never straddle two KC blocks.
+template <typename PackU, typename PackV, typename Epilogue>
+void gemm_bf16_tiles(const Bf16Kernel& mk, const Blocking& bs, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u,
+                     PackV&& pack_v, Epilogue&& epilogue) {
+  Workspace& fp32 = workspace();
+  Bf16Workspace& ws = bf16_workspace();
+  const dim_t kc = std::min(bs.kc, k);
+  const dim_t a_panels = (std::min(bs.mc, nu) + bs.mr - 1) / bs.mr;
+  const dim_t b_panels = (std::min(bs.nc, nv) + bs.nr - 1) / bs.nr;
+  float* const a_fp32 = fp32.a.reserve(static_cast<size_t>(a_panels * bs.mr * kc));
+  float* const b_fp32 = fp32.b.reserve(static_cast<size_t>(b_panels * bs.nr * kc));
+  std::uint32_t* const a_block = words(ws.a, static_cast<size_t>(a_panels * bs.mr * ((kc + 1) / 2)));
+  std::uint32_t* const b_block = words(ws.b, static_cast<size_t>(b_panels * bs.nr * ((kc + 1) / 2)));
+  MicroTile t{};
+  t.bf16_ukr = mk.ukr;
+  t.buffer = fp32.tile.reserve(static_cast<size_t>(bs.mr * bs.nr));
+  t.buffer_ld = bs.mr;
+  for (dim_t jc = 0; jc < nv; jc += bs.nc) {
+    const dim_t nb = std::min(bs.nc, nv - jc);
+    for (dim_t pc = 0; pc < k; pc += bs.kc) {
+      const dim_t kb = std::min(bs.kc, k - pc);
+      const dim_t kp = (kb + 1) / 2;
+      pack_v(jc, nb, pc, kb, Panels{b_fp32, static_cast<int>(bs.nr), bs.nr * kb});
+      panels_to_pairs(b_fp32, static_cast<int>(bs.nr), kb, (nb + bs.nr - 1) / bs.nr, b_block);
+      t.kb = kp;
+      t.first = pc == 0;
+      t.last = pc + kb == k;
+      for (dim_t ic = 0; ic < nu; ic += bs.mc) {
+        const dim_t mb = std::min(bs.mc, nu - ic);
+        pack_u(ic, mb, pc, kb, Panels{a_fp32, static_cast<int>(bs.mr), bs.mr * kb});
+        panels_to_pairs(a_fp32, static_cast<int>(bs.mr), kb, (mb + bs.mr - 1) / bs.mr, a_block);
+        for (dim_t jr = 0; jr < nb; jr += bs.nr) {
+          for (dim_t ir = 0; ir < mb; ir += bs.mr) {
+            t.a = reinterpret_cast<float*>(a_block + ir * kp);
+            t.b = reinterpret_cast<float*>(b_block + jr * kp);
+            t.u0 = ic + ir;
+            t.v0 = jc + jr;
+            t.mu = std::min(bs.mr, mb - ir);
+            t.mv = std::min(bs.nr, nb - jr);
+            epilogue(static_cast<const MicroTile&>(t));
+          }
+        }
+      }
+    }
+  }
+}
+
+auto bf16_runner(const Bf16Kernel& mk, const Blocking& bs) {
+  return [&mk, bs](dim_t nu, dim_t nv, dim_t k, auto&& pack_u, auto&& pack_v, auto&& epilogue) {
+    gemm_bf16_tiles(mk, bs, nu, nv, k, pack_u, pack_v, epilogue);
+  };
+}
+
 }  // namespace
+
+void conv2d_fwd_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu,
+                              float* y, Bf16Math math) {
+  const Bf16Kernel& mk = bf16_kernel(math);
+  const Geom g(sh);
+  if (g.npix == 0 || g.k <= 0) {
+    return;
+  }
+  if (g.depthwise()) {
+    depthwise_fwd(g, x, w, b, relu, y);
+    return;
+  }
+  forward_with(
+      g, x, b, relu, y,
+      [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+        pack_matrix_rows(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.crs, f0, fb, p0, pb,
+                         out);
+      },
+      bf16_runner(mk, mk.blocking));
+}
+
+void conv2d_bwd_data_convgemm_bf16(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
+                                   Bf16Math math) {
+  const Bf16Kernel& mk = bf16_kernel(math);
+  const Geom g(sh);
+  if (bwd_data_without_gemm(g, dy, w, dx)) {
+    return;
+  }
+  backward_data_with(
+      sh, g, dy, w, dx, [&](const Geom&) { return bf16_runner(mk, mk.blocking); },
+      [&](dim_t k) { return bf16_runner(mk, whole_reduction_blocking(mk.blocking, k)); });
+}
 
 void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                                       Bf16Math math) {
@@ -1465,9 +1620,22 @@ std::size_t convgemm_bf16_workspace_bytes(const Conv2dShape& sh) {
   const dim_t kc = std::min(bs.kc, g.npix);
   const dim_t a = (std::min(bs.mc, crs) + bs.mr - 1) / bs.mr * bs.mr;
   const dim_t b = (std::min(bs.nc, static_cast<dim_t>(g.kg)) + bs.nr - 1) / bs.nr * bs.nr;
-  // The two blocks of pairs, the packers' fp32 rows of a micro-panel and their words.
-  const dim_t floats = (a + b) * ((kc + 1) / 2) + bs.mr * kc * 2;
-  return static_cast<size_t>(floats) * sizeof(float);
+  // Backward-weights: the two blocks of pairs, the packers' fp32 rows of a micro-panel and their words.
+  const dim_t bwd_weights = (a + b) * ((kc + 1) / 2) + bs.mr * kc * 2;
+  // Forward and backward-data: the fp32 blocks as packed, their pairs, and the tile buffer.
+  const auto packed = [&](const Blocking& b2, dim_t nu, dim_t nv, dim_t k) {
+    const dim_t kb = std::min(b2.kc, k);
+    const dim_t u = (std::min(b2.mc, nu) + b2.mr - 1) / b2.mr * b2.mr;
+    const dim_t v = (std::min(b2.nc, nv) + b2.nr - 1) / b2.nr * b2.nr;
+    return (u + v) * (kb + (kb + 1) / 2) + b2.mr * b2.nr;
+  };
+  const dim_t fwd = packed(bs, g.npix, g.kg, crs);
+  dim_t bwd_data = packed(whole_reduction_blocking(bs, g.kg), g.npix, crs, g.kg);
+  if (dual_forward_fits(sh, g)) {
+    const Geom dual(dual_shape(sh));
+    bwd_data = packed(bs, dual.npix, dual.kg, static_cast<dim_t>(dual.crs));
+  }
+  return static_cast<size_t>(std::max({bwd_weights, fwd, bwd_data})) * sizeof(float);
 }
 
 std::size_t convgemm_workspace_bytes(const Conv2dShape& sh) {

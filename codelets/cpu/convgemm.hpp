@@ -37,8 +37,16 @@ enum class Bf16Math { kAvx512Bf16, kEmulated };
 // (or with DTNN_MAX_CPU_ISA below avx512).
 void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                                       Bf16Math math);
-// Its working memory: the packed blocks of pairs and the packers' rows, bounded by the cache blocks whatever the
-// batch.
+// The forward and backward-data passes of conv2d_fwd_convgemm and conv2d_bwd_data_convgemm from x, dy and w rounded
+// to bf16 as they are packed, with fp32 accumulation as above: the reduction (im2col rows forward, output channels
+// backward) in KC blocks of pairs added in order, bias and ReLU in fp32 after the last block. Depthwise
+// convolutions run the fp32 loops. Bitwise deterministic for a shape whatever the math; forward's outputs are also
+// the same whatever n (tiles of a batch compute what the whole batch would), backward-data's, as in fp32, are not.
+void conv2d_fwd_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu,
+                              float* y, Bf16Math math);
+void conv2d_bwd_data_convgemm_bf16(const Conv2dShape& sh, const float* dy, const float* w, float* dx, Bf16Math math);
+// The working memory of the largest of the three bf16 passes: the packed blocks of pairs, the packers' fp32 rows or
+// blocks, bounded by the cache blocks whatever the batch.
 std::size_t convgemm_bf16_workspace_bytes(const Conv2dShape& sh);
 
 // Bytes of working memory a call needs beyond its inputs and outputs, the largest of the three passes: packing

@@ -45,5 +45,11 @@ void bf16gemm_ukr_emulated_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t*
 // float_to_bf16 (an odd last element is paired with zero). The AVX-512F variant gives the same words, faster.
 void round_to_bf16_pairs(const float* src, dim_t count, std::uint32_t* dst);
 void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* dst);
+// Rows of `width` floats taken two by two -> rows of pair words: dst[t * width + f] = src[2t * width + f] (low half)
+// and src[(2t + 1) * width + f] (high half), rounded as float_to_bf16; an odd last row pairs with zeros. Turns a
+// block of fp32 micro-panels (element (f, p) at [p * width + f]) into the pair panels of the bf16 micro-kernels.
+// The AVX-512F variant gives the same words, faster; width a multiple of 8.
+void rows_to_bf16_pairs(const float* src, int width, dim_t rows, std::uint32_t* dst);
+void rows_to_bf16_pairs_avx512(const float* src, int width, dim_t rows, std::uint32_t* dst);
 
 }  // namespace dtnn::kernels::cpu

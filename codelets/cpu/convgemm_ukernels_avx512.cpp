@@ -134,6 +134,29 @@ void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* ds
   }
 }
 
+void rows_to_bf16_pairs_avx512(const float* src, int width, dim_t rows, std::uint32_t* dst) {
+  const auto w = static_cast<dim_t>(width);
+  const __m512i low = _mm512_set1_epi32(0xffff);
+  // Lanes of 16 (8 for the last of a width that is an odd multiple of 8): even row's halves below, odd row's above.
+  const auto pair = [&](const float* even, const float* odd, __mmask16 mask, std::uint32_t* out) {
+    const __m512i lo = _mm512_srli_epi32(round_bf16_high(_mm512_maskz_loadu_ps(mask, even)), 16);
+    const __m512i hi = odd != nullptr ? round_bf16_high(_mm512_maskz_loadu_ps(mask, odd)) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(out, mask, _mm512_or_si512(_mm512_and_si512(lo, low), hi));
+  };
+  for (dim_t t = 0; 2 * t < rows; ++t) {
+    const float* even = src + 2 * t * w;
+    const float* odd = 2 * t + 1 < rows ? even + w : nullptr;
+    std::uint32_t* out = dst + t * w;
+    dim_t f = 0;
+    for (; f + 16 <= w; f += 16) {
+      pair(even + f, odd != nullptr ? odd + f : nullptr, 0xffff, out + f);
+    }
+    if (f < w) {
+      pair(even + f, odd != nullptr ? odd + f : nullptr, static_cast<__mmask16>((1u << (w - f)) - 1u), out + f);
+    }
+  }
+}
+
 // beta is 0 or 1 in convgemm: with 1, "beta * C + AB" is the C + AB the kernels compute.
 void sgemm_ukr_avx512_32x8(dim_t m, dim_t n, dim_t k, float* alpha, float* a, float* b, float* beta, float* c,
                            inc_t rs_c, inc_t cs_c, auxinfo_t* aux, cntx_t* cntx) {

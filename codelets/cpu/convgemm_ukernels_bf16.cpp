@@ -40,4 +40,15 @@ void round_to_bf16_pairs(const float* src, dim_t count, std::uint32_t* dst) {
   }
 }
 
+void rows_to_bf16_pairs(const float* src, int width, dim_t rows, std::uint32_t* dst) {
+  const auto w = static_cast<dim_t>(width);
+  for (dim_t t = 0; 2 * t < rows; ++t) {
+    const float* even = src + 2 * t * w;
+    const bool has_odd = 2 * t + 1 < rows;
+    for (dim_t f = 0; f < w; ++f) {
+      dst[t * w + f] = bf16_pair(even[f], has_odd ? even[w + f] : 0.0f);
+    }
+  }
+}
+
 }  // namespace dtnn::kernels::cpu

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// convgemm's bf16 backward-weights (codelets/cpu/bf16.hpp, convgemm.hpp): rounding to bf16 as VCVTNEPS2BF16 rounds,
+// convgemm's bf16 passes (codelets/cpu/bf16.hpp, convgemm.hpp): rounding to bf16 as VCVTNEPS2BF16 rounds,
 // the packing into pairs (portable and AVX-512F alike), the results against direct convolution in double computed
 // from the bf16-rounded inputs (tolerance 1e-6 of the largest reference magnitude: the only error left is fp32
 // accumulation; an fp32 kernel that did not round its inputs is ~1e-3 away), and the emulated micro-kernel against
@@ -34,6 +34,8 @@ using test::matches_at;
 using test::nan_vector;
 using test::random_vector;
 using test::reference_dw;
+using test::reference_dx;
+using test::reference_y;
 using test::w_size;
 using test::x_size;
 using test::y_size;
@@ -83,6 +85,35 @@ TEST(Bf16Test, PairsOfARowAreItsConsecutiveElementsRounded) {
   EXPECT_EQ(words[1], 0x00003f80u);
   EXPECT_EQ(words[2], 0x00004040u) << "an odd last element pairs with zero";
   EXPECT_EQ(words[3], 0xdeadbeefu) << "written past the row's words";
+}
+
+TEST(Bf16Test, RowsArePairedTwoByTwoLaneByLane) {
+  // Two rows of width 8 and an odd third: words of row pair 0 are (row 0, row 1) lane by lane; row 2 pairs with 0.
+  std::vector<float> rows(24);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i] = static_cast<float>(i + 1);
+  }
+  std::vector<std::uint32_t> words(17, 0xdeadbeefu);
+  rows_to_bf16_pairs(rows.data(), 8, 3, words.data());
+  for (std::size_t f = 0; f < 8; ++f) {
+    EXPECT_EQ(words[f], bf16_pair(rows[f], rows[8 + f])) << "lane " << f;
+    EXPECT_EQ(words[8 + f], bf16_pair(rows[16 + f], 0.0f)) << "lane " << f;
+  }
+  EXPECT_EQ(words[16], 0xdeadbeefu) << "written past the pairs";
+  if (!cpu_has_avx512()) {
+    return;
+  }
+  for (const int width : {8, 16, 24, 32, 48}) {
+    for (const dim_t count : {1, 2, 3, 7, 384, 385}) {
+      const auto src = awkward_values(static_cast<std::size_t>(width * count), static_cast<std::uint32_t>(count));
+      const auto words_out = static_cast<std::size_t>(width * ((count + 1) / 2));
+      std::vector<std::uint32_t> portable(words_out + 1, 0xdeadbeefu), wide(words_out + 1, 0xdeadbeefu);
+      rows_to_bf16_pairs(src.data(), width, count, portable.data());
+      rows_to_bf16_pairs_avx512(src.data(), width, count, wide.data());
+      EXPECT_EQ(portable, wide) << "width " << width << ", rows " << count;
+      EXPECT_EQ(wide.back(), 0xdeadbeefu) << "written past the pairs, width " << width << ", rows " << count;
+    }
+  }
 }
 
 TEST(Bf16Test, Avx512RoundingGivesThePortableWords) {
@@ -193,6 +224,10 @@ std::vector<Bf16Case> bf16_cases() {
       {"ManyBlocks", conv_shape(3, 70, 15, 15, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
       {"ResNetLayer64", conv_shape(2, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
       {"ResNetLayer256Stride2", conv_shape(2, 128, 16, 16, 256, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
+      // Backward-data by the dual forward convolution (same 3x3, 32 to 64 channels in and out, planes of 256+).
+      {"DualForward", conv_shape(2, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      // Odd output channels: backward-data's whole reduction of odd length, its last pair half empty.
+      {"OddReduction", conv_shape(2, 6, 9, 9, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1)},
   };
 }
 
@@ -237,6 +272,105 @@ TEST_P(Bf16ConvTest, BackwardWeightsIsTheDoubleSumOfBf16RoundedInputs) {
   EXPECT_TRUE(bitwise_equal(native, dw)) << "vdpbf16ps against the emulation";
 }
 
+TEST_P(Bf16ConvTest, ForwardIsTheDoubleSumOfBf16RoundedInputs) {
+  const Conv2dShape& sh = GetParam().shape;
+  const auto x = random_vector(x_size(sh), 31);
+  const auto w = random_vector(w_size(sh), 32);
+  const auto b = random_vector(static_cast<std::size_t>(sh.k), 33);
+  const bool depthwise = sh.c == sh.groups && sh.groups > 1;
+  const auto xr = depthwise ? x : rounded(x);
+  const auto wr = depthwise ? w : rounded(w);
+  const double macs = static_cast<double>(sh.c / sh.groups) * sh.r * sh.s;
+  const auto idx = checked_elements(y_size(sh), macs, 34);
+  const std::size_t plane = static_cast<std::size_t>(sh.out_h()) * sh.out_w();
+  std::vector<double> ref(idx.size()), unrounded(idx.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    const double bias = b[idx[j] / plane % static_cast<std::size_t>(sh.k)];
+    ref[j] = reference_y(sh, xr, wr, idx[j]) + bias;
+    unrounded[j] = reference_y(sh, x, w, idx[j]) + bias;
+  }
+  auto y = nan_vector(y_size(sh));
+  conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), b.data(), 0, y.data(), Bf16Math::kEmulated);
+  EXPECT_TRUE(matches_at(y, idx, ref, depthwise ? 1e-5 : kRtol));
+  if (!depthwise) {
+    EXPECT_FALSE(matches_at(y, idx, unrounded, kRtol)) << "the inputs were not rounded to bf16";
+  }
+  // ReLU in the epilogue: the same sums, clamped.
+  auto y_relu = nan_vector(y_size(sh));
+  conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), b.data(), 1, y_relu.data(), Bf16Math::kEmulated);
+  auto clamped = y;
+  for (float& e : clamped) {
+    e = e < 0.0f ? 0.0f : e;
+  }
+  EXPECT_TRUE(bitwise_equal(y_relu, clamped));
+
+  if (!cpu_has_avx512_bf16()) {
+    EXPECT_THROW(conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), nullptr, 0, y.data(), Bf16Math::kAvx512Bf16),
+                 InvalidArgument);
+    return;
+  }
+  auto native = nan_vector(y_size(sh));
+  conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), b.data(), 0, native.data(), Bf16Math::kAvx512Bf16);
+  EXPECT_TRUE(bitwise_equal(native, y)) << "vdpbf16ps against the emulation";
+}
+
+TEST_P(Bf16ConvTest, BackwardDataIsTheDoubleSumOfBf16RoundedInputs) {
+  const Conv2dShape& sh = GetParam().shape;
+  const auto dy = random_vector(y_size(sh), 41);
+  const auto w = random_vector(w_size(sh), 42);
+  const bool depthwise = sh.c == sh.groups && sh.groups > 1;
+  const auto dyr = depthwise ? dy : rounded(dy);
+  const auto wr = depthwise ? w : rounded(w);
+  const double macs = static_cast<double>(sh.k / sh.groups) * sh.r * sh.s;
+  const auto idx = checked_elements(x_size(sh), macs, 43);
+  std::vector<double> ref(idx.size()), unrounded(idx.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    ref[j] = reference_dx(sh, dyr, wr, idx[j]);
+    unrounded[j] = reference_dx(sh, dy, w, idx[j]);
+  }
+  auto dx = nan_vector(x_size(sh));
+  conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), dx.data(), Bf16Math::kEmulated);
+  EXPECT_TRUE(matches_at(dx, idx, ref, depthwise ? 1e-5 : kRtol));
+  if (!depthwise) {
+    EXPECT_FALSE(matches_at(dx, idx, unrounded, kRtol)) << "the inputs were not rounded to bf16";
+  }
+  if (!cpu_has_avx512_bf16()) {
+    EXPECT_THROW(conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), dx.data(), Bf16Math::kAvx512Bf16),
+                 InvalidArgument);
+    return;
+  }
+  auto native = nan_vector(x_size(sh));
+  conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), native.data(), Bf16Math::kAvx512Bf16);
+  EXPECT_TRUE(bitwise_equal(native, dx)) << "vdpbf16ps against the emulation";
+}
+
+// A batch's tiles compute the forward pass the whole batch computes, bit for bit (each output's reduction is its own,
+// in KC blocks that do not depend on the batch), and each pass gives the same bits call after call. Backward-data
+// scatters tiles of pixels that may span samples, so (as in fp32) its bits are fixed for a given tile, not across
+// tilings: training is bitwise reproducible for a given tile count (docs/design.md).
+TEST_P(Bf16ConvTest, ForwardOfTilesIsTheWholeBatchsBitsAndEveryPassRepeats) {
+  Conv2dShape sh = GetParam().shape;
+  sh.n = 3;
+  const auto x = random_vector(x_size(sh), 51);
+  const auto w = random_vector(w_size(sh), 52);
+  const auto dy = random_vector(y_size(sh), 53);
+  std::vector<float> y(y_size(sh)), dx(x_size(sh));
+  conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), nullptr, 1, y.data(), Bf16Math::kEmulated);
+  conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), dx.data(), Bf16Math::kEmulated);
+  Conv2dShape one = sh;
+  one.n = 1;
+  Conv2dShape two = sh;
+  two.n = 2;
+  std::vector<float> y_tiles(y.size());
+  conv2d_fwd_convgemm_bf16(one, x.data(), w.data(), nullptr, 1, y_tiles.data(), Bf16Math::kEmulated);
+  conv2d_fwd_convgemm_bf16(two, x.data() + x_size(one), w.data(), nullptr, 1, y_tiles.data() + y_size(one),
+                           Bf16Math::kEmulated);
+  EXPECT_TRUE(bitwise_equal(y_tiles, y)) << "forward";
+  auto dx_again = nan_vector(dx.size());
+  conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), dx_again.data(), Bf16Math::kEmulated);
+  EXPECT_TRUE(bitwise_equal(dx_again, dx)) << "backward-data";
+}
+
 INSTANTIATE_TEST_SUITE_P(Geometry, Bf16ConvTest, ::testing::ValuesIn(bf16_cases()),
                          [](const ::testing::TestParamInfo<Bf16Case>& info) { return info.param.name; });
 
@@ -261,9 +395,10 @@ TEST(Bf16ConvTest, WorkspaceIsBoundedByTheCacheBlocksWhateverTheBatch) {
   const Conv2dShape sh = conv_shape(8, 256, 16, 16, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
   Conv2dShape big = sh;
   big.n = 256;
-  // MC x KC pairs of im2col rows, NC x KC of channels (all 256), and a micro-panel's rows: well under 2 MiB.
+  // Largest here: backward-data's blocks over its whole reduction of 256 channels, MC 480 pixels and NC 2304 im2col
+  // rows, in fp32 as packed and in pairs: 4.1 MiB, as fp32's 2.7 MiB blocks and their half-size pairs.
   EXPECT_GT(convgemm_bf16_workspace_bytes(sh), 0u);
-  EXPECT_LT(convgemm_bf16_workspace_bytes(sh), 2u << 20);
+  EXPECT_LT(convgemm_bf16_workspace_bytes(sh), 5u << 20);
   EXPECT_EQ(convgemm_bf16_workspace_bytes(big), convgemm_bf16_workspace_bytes(sh));
 }
 
