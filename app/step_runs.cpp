@@ -81,7 +81,7 @@ void add_step_options(CLI::App* app, StepOptions& o) {
       ->check(CLI::IsMember({"convgemm", "im2col", "winograd"}));
   add_named(app, "--fusion", o.model.fusion, {{"on", true}, {"off", false}}, "on or off (see dtnn train --help)");
   add_named(app, "--precision", o.model.precision, precision_names(),
-            "fp32, bf16 or bf16-emulated (see dtnn train --help; simulate: the one the machine folder was "
+            "fp32, bf16, bf16-emulated or bf16-amx (see dtnn train --help; simulate: the one the machine folder was "
             "calibrated with)");
   app->add_option("--steps", o.run.steps_, "training steps, warm-up included")->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -3,12 +3,13 @@
 // forward, backward-data and backward-weights passes: GFLOP/s of convgemm, of explicit im2col + BLIS sgemm (the
 // im2col kernels), of oneDNN (when built with it) and of plain bli_sgemm on the same M, N, K; the working memory
 // of convgemm and im2col; and the medians over the layers of the ratios convgemm/im2col, convgemm/oneDNN and
-// convgemm/sgemm, per pass. Backward-weights also in bf16 (convgemm's vdpbf16ps kernel, or its emulation with
-// --bf16 emulated; codelets/cpu/bf16.hpp): its GFLOP/s (the fp32 pass's flops over its time), bf16/fp32 per layer
-// and of the totals, and its distance from the fp32 result (largest |dw_bf16 - dw_fp32| over largest |dw_fp32|).
+// convgemm/sgemm, per pass. Every pass also in bf16 (convgemm's vdpbf16ps kernel, or its emulation with --bf16
+// emulated; codelets/cpu/bf16.hpp): its GFLOP/s (the fp32 pass's flops over its time), bf16/fp32 convgemm and
+// bf16/Winograd (fp32) per layer and of the totals, and its distance from the fp32 result (largest |bf16 - fp32|
+// over largest |fp32| of the pass's output).
 //
 //   taskset -c 1 conv_layers [--quick] [--layer TEXT...] [--pass P...] [--ukernel NAME] [--runs N] [--batch N]
-//                            [--clock cpu|wall] [--bf16 native|emulated|off] [--json FILE]
+//                            [--clock cpu|wall] [--bf16 native|amx|emulated|off] [--json FILE]
 //
 // Each figure is the median of --runs timed calls after one warm-up call, the implementations taking turns run
 // after run; time is the thread's CPU time unless --clock wall. Everything runs on the calling thread: BLIS and
@@ -263,6 +264,10 @@ void plain_sgemm(const GemmDims& d, float* a, float* b, float* c) {
   bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, d.m, d.n, d.k, &alpha, a, d.k, 1, b, d.n, 1, &beta, c, d.n, 1);
 }
 
+k::Bf16Math bf16_math(const std::string& bf16) {
+  return bf16 == "native" ? k::Bf16Math::kAvx512Bf16 : bf16 == "amx" ? k::Bf16Math::kAmx : k::Bf16Math::kEmulated;
+}
+
 // Median seconds of each implementation for one pass; NaN where an implementation is absent (onednn is empty
 // when the program was built without oneDNN). After one warm-up call each, the implementations take turns, run
 // after run, so that a change in the machine's load affects them all alike.
@@ -276,6 +281,11 @@ std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int ru
       if (k::winograd_fits(sh)) {
         impl[kWinograd] = [&] { k::conv2d_fwd_winograd(sh, t.x.data(), t.w.data(), t.b.data(), 0, t.y.data()); };
       }
+      if (bf16 != "off") {
+        impl[kConvgemmBf16] = [&, math = bf16_math(bf16)] {
+          k::conv2d_fwd_convgemm_bf16(sh, t.x.data(), t.w.data(), t.b.data(), 0, t.y.data(), math);
+        };
+      }
       break;
     case kBwdData:
       impl[kConvgemm] = [&] { k::conv2d_bwd_data_convgemm(sh, t.dy.data(), t.w.data(), t.dx.data()); };
@@ -283,13 +293,17 @@ std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int ru
       if (k::winograd_fits(sh)) {
         impl[kWinograd] = [&] { k::conv2d_bwd_data_winograd(sh, t.dy.data(), t.w.data(), t.dx.data()); };
       }
+      if (bf16 != "off") {
+        impl[kConvgemmBf16] = [&, math = bf16_math(bf16)] {
+          k::conv2d_bwd_data_convgemm_bf16(sh, t.dy.data(), t.w.data(), t.dx.data(), math);
+        };
+      }
       break;
     default:
       impl[kConvgemm] = [&] { k::conv2d_bwd_weights_convgemm(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data()); };
       impl[kIm2col] = [&] { k::conv2d_bwd_weights_im2col(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data()); };
       if (bf16 != "off") {
-        const auto math = bf16 == "native" ? k::Bf16Math::kAvx512Bf16 : k::Bf16Math::kEmulated;
-        impl[kConvgemmBf16] = [&, math] {
+        impl[kConvgemmBf16] = [&, math = bf16_math(bf16)] {
           k::conv2d_bwd_weights_convgemm_bf16(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data(), math);
         };
       }
@@ -336,9 +350,9 @@ struct Args {
 
 void add_options(CLI::App& app, Args& a) {
   app.add_option("--bf16", a.bf16,
-                 "backward-weights in bf16 too: native (vdpbf16ps; the default where the CPU has it), emulated, or "
-                 "off (the default elsewhere)")
-      ->check(CLI::IsMember({"native", "emulated", "off"}));
+                 "every pass in bf16 too: native (vdpbf16ps; the default where the CPU has it), amx (TDPBF16PS), "
+                 "emulated, or off (the default elsewhere)")
+      ->check(CLI::IsMember({"native", "amx", "emulated", "off"}));
   app.add_option("--clock", a.clock, "cpu: CPU time of the thread (default); wall: elapsed time")
       ->check(CLI::IsMember({"cpu", "wall"}));
   app.add_option("--pass", a.only_passes, "measure only these passes (fwd, bwd_data, bwd_weights)")
@@ -404,7 +418,8 @@ std::vector<Layer> selected_layers(Args& a) {
 // What the layers' measurements add up to.
 struct Totals {
   std::vector<double> ratios[kPasses][3];            // per layer: convgemm over im2col, oneDNN, sgemm
-  std::vector<double> bf16_ratios;                   // per layer: backward-weights' bf16 over fp32 GFLOP/s
+  std::vector<double> bf16_ratios[kPasses];          // per pass and layer: convgemm's bf16 over fp32 GFLOP/s
+  double bf16_best_fp32_seconds[kPasses] = {};       // per pass: the faster of fp32 convgemm and Winograd, weighted
   double weighted_seconds[kPasses][kImpls] = {};     // each layer's time x its multiplicity
   double variant_seconds[kPasses] = {};              // the same for --conv winograd (convgemm where it does not serve)
 };
@@ -428,16 +443,25 @@ nlohmann::json layer_json(const Layer& layer) {
           {"workspace_bytes",
            {{"convgemm", k::convgemm_workspace_bytes(sh)},
             {"im2col", k::im2col_workspace_bytes(sh)},
-            {"convgemm_bf16_bwd_weights", k::convgemm_bf16_workspace_bytes(sh)}}}};
+            {"convgemm_bf16", k::convgemm_bf16_workspace_bytes(sh)}}}};
 }
 
-// Largest |dw_bf16 - dw_fp32| over largest |dw_fp32|: how far bf16 inputs move the result.
-double bf16_error(const Conv2dShape& sh, Tensors& t, const std::string& bf16) {
-  std::vector<float> fp32(t.dw.size());
-  std::vector<float> half(t.dw.size());
-  k::conv2d_bwd_weights_convgemm(sh, t.x.data(), t.dy.data(), fp32.data(), nullptr);
-  k::conv2d_bwd_weights_convgemm_bf16(sh, t.x.data(), t.dy.data(), half.data(), nullptr,
-                                      bf16 == "native" ? k::Bf16Math::kAvx512Bf16 : k::Bf16Math::kEmulated);
+// Largest |bf16 - fp32| over largest |fp32| of the pass's output: how far bf16 inputs move the result.
+double bf16_error(const Conv2dShape& sh, Pass pass, Tensors& t, const std::string& bf16) {
+  const std::size_t count = pass == kFwd ? t.y.size() : pass == kBwdData ? t.dx.size() : t.dw.size();
+  std::vector<float> fp32(count);
+  std::vector<float> half(count);
+  const k::Bf16Math math = bf16_math(bf16);
+  if (pass == kFwd) {
+    k::conv2d_fwd_convgemm(sh, t.x.data(), t.w.data(), nullptr, 0, fp32.data());
+    k::conv2d_fwd_convgemm_bf16(sh, t.x.data(), t.w.data(), nullptr, 0, half.data(), math);
+  } else if (pass == kBwdData) {
+    k::conv2d_bwd_data_convgemm(sh, t.dy.data(), t.w.data(), fp32.data());
+    k::conv2d_bwd_data_convgemm_bf16(sh, t.dy.data(), t.w.data(), half.data(), math);
+  } else {
+    k::conv2d_bwd_weights_convgemm(sh, t.x.data(), t.dy.data(), fp32.data(), nullptr);
+    k::conv2d_bwd_weights_convgemm_bf16(sh, t.x.data(), t.dy.data(), half.data(), nullptr, math);
+  }
   double err = 0.0;
   double scale = 0.0;
   for (std::size_t i = 0; i < fp32.size(); ++i) {
@@ -489,11 +513,17 @@ nlohmann::json measure_layer(const Layer& layer, const Args& a, Totals& totals) 
     std::string bf16_cell;
     if (std::isfinite(seconds[kConvgemmBf16])) {
       const double ratio = gflops[kConvgemmBf16] / gflops[kConvgemm];
-      const double error = bf16_error(sh, t, a.bf16);
-      totals.bf16_ratios.push_back(ratio);
+      const double error = bf16_error(sh, pass, t, a.bf16);
+      totals.bf16_ratios[p].push_back(ratio);
+      // Against what a --conv winograd layer runs in fp32: Winograd where it serves, convgemm elsewhere.
+      const double fp32_best = std::isfinite(seconds[kWinograd]) ? std::min(seconds[kWinograd], seconds[kConvgemm])
+                                                                 : seconds[kConvgemm];
+      totals.bf16_best_fp32_seconds[p] += layer.multiplicity * fp32_best;
       jp["bf16_over_fp32"] = ratio;
+      jp["bf16_over_best_fp32"] = fp32_best / seconds[kConvgemmBf16];
       jp["bf16_error"] = error;
-      bf16_cell = fmt::format("  bf16 {:.1f} GFLOP/s, {:.2f}x fp32, error {:.1e}", gflops[kConvgemmBf16], ratio, error);
+      bf16_cell = fmt::format("  bf16 {:.1f} GFLOP/s, {:.2f}x fp32, {:.2f}x best fp32, error {:.1e}",
+                              gflops[kConvgemmBf16], ratio, fp32_best / seconds[kConvgemmBf16], error);
     }
     jl["passes"][kPassNames[p]] = jp;
     // Winograd's GFLOP/s are effective: the direct convolution's flops over its time.
@@ -540,13 +570,18 @@ void summarize(const Totals& totals, std::size_t layers, nlohmann::json& doc) {
     }
     fmt::print("{}\n", row);
   }
-  if (!totals.bf16_ratios.empty()) {
-    const double med = median(totals.bf16_ratios);
-    const double total =
-        totals.weighted_seconds[kBwdWeights][kConvgemm] / totals.weighted_seconds[kBwdWeights][kConvgemmBf16];
-    fmt::print("\nbwd_weights in bf16 against fp32 convgemm: median over the layers {:.2f}, ratio of totals {:.2f}\n",
-               med, total);
-    doc["bf16"]["bwd_weights"] = {{"median_bf16_over_fp32", med}, {"ratio_of_totals", total}};
+  for (int p = 0; p < kPasses; ++p) {
+    if (totals.bf16_ratios[p].empty()) {
+      continue;
+    }
+    const double med = median(totals.bf16_ratios[p]);
+    const double total = totals.weighted_seconds[p][kConvgemm] / totals.weighted_seconds[p][kConvgemmBf16];
+    const double best = totals.bf16_best_fp32_seconds[p] / totals.weighted_seconds[p][kConvgemmBf16];
+    fmt::print("{}{:<12} in bf16 against fp32 convgemm: median over the layers {:.2f}, ratio of totals {:.2f}; "
+               "against the faster of fp32 convgemm and Winograd per layer, ratio of totals {:.2f}\n",
+               p == 0 || totals.bf16_ratios[p - 1].empty() ? "\n" : "", kPassNames[p], med, total, best);
+    doc["bf16"][kPassNames[p]] = {
+        {"median_bf16_over_fp32", med}, {"ratio_of_totals", total}, {"ratio_of_totals_over_best_fp32", best}};
   }
   fmt::print("\nnetwork totals of --conv winograd (Winograd where it serves, convgemm elsewhere): oneDNN / winograd, "
              "convgemm / winograd\n");
@@ -584,6 +619,11 @@ int main(int argc, char** argv) {
   if (a.bf16 == "native" && !dtnn::cpu_has_avx512_bf16()) {
     fmt::print(stderr, "conv_layers: --bf16 native: this CPU has no AVX512-BF16 (or DTNN_MAX_CPU_ISA caps it), "
                "expected --bf16 emulated or off\n");
+    return 2;
+  }
+  if (a.bf16 == "amx" && !dtnn::cpu_has_amx_bf16()) {
+    fmt::print(stderr, "conv_layers: --bf16 amx: this CPU has no AMX-BF16 (or DTNN_MAX_CPU_ISA caps it, or Linux did "
+               "not grant its tile state), expected --bf16 native, emulated or off\n");
     return 2;
   }
   nlohmann::json doc = describe_libraries(blis_reason, a);

@@ -214,37 +214,64 @@ runtime::Codelet cl_bwd_weights_im2col_nobias(
     "conv2d_bwd_weights_im2col_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWithout>>,
     DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
 
-// bf16: CPU bodies only (a GPU would compute in fp32 under the same name).
-constexpr auto kNative = kernels::cpu::Bf16Math::kAvx512Bf16;
-constexpr auto kEmulated = kernels::cpu::Bf16Math::kEmulated;
-runtime::Codelet cl_fwd_bf16("conv2d_fwd_convgemm_bf16", runtime::guarded<conv2d_fwd_bf16_cpu<kNative, Bias::kWith>>,
+// bf16: CPU bodies only (a GPU would compute in fp32 under the same name), one set of codelets per kind of bf16
+// math, named with its suffix (conv2d_fwd_convgemm_bf16, ..._bf16emu, ..._bf16amx), each with and without the bias.
+runtime::Codelet cl_fwd_bf16("conv2d_fwd_convgemm_bf16", runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWith>>,
                              {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
 runtime::Codelet cl_fwd_bf16_nobias("conv2d_fwd_convgemm_bf16_nobias",
-                                    runtime::guarded<conv2d_fwd_bf16_cpu<kNative, Bias::kWithout>>,
+                                    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWithout>>,
                                     {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_fwd_bf16emu("conv2d_fwd_convgemm_bf16emu",
-                                runtime::guarded<conv2d_fwd_bf16_cpu<kEmulated, Bias::kWith>>,
-                                {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_fwd_bf16emu_nobias("conv2d_fwd_convgemm_bf16emu_nobias",
-                                       runtime::guarded<conv2d_fwd_bf16_cpu<kEmulated, Bias::kWithout>>,
-                                       {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_bf16("conv2d_bwd_data_convgemm_bf16", runtime::guarded<conv2d_bwd_data_bf16_cpu<kNative>>,
+runtime::Codelet cl_bwd_data_bf16("conv2d_bwd_data_convgemm_bf16", runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16>>,
                                   {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_bf16emu("conv2d_bwd_data_convgemm_bf16emu",
-                                     runtime::guarded<conv2d_bwd_data_bf16_cpu<kEmulated>>,
-                                     {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_bf16("conv2d_bwd_weights_convgemm_bf16",
-                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kNative, Bias::kWith>>,
+                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWith>>,
                                      {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
 runtime::Codelet cl_bwd_weights_bf16_nobias("conv2d_bwd_weights_convgemm_bf16_nobias",
-                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kNative, Bias::kWithout>>,
+                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWithout>>,
                                             {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_bf16emu("conv2d_fwd_convgemm_bf16emu", runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWith>>,
+                             {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_bf16emu_nobias("conv2d_fwd_convgemm_bf16emu_nobias",
+                                    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWithout>>,
+                                    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16emu("conv2d_bwd_data_convgemm_bf16emu", runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kEmulated>>,
+                                  {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_bf16emu("conv2d_bwd_weights_convgemm_bf16emu",
-                                        runtime::guarded<conv2d_bwd_weights_bf16_cpu<kEmulated, Bias::kWith>>,
-                                        {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16emu_nobias(
-    "conv2d_bwd_weights_convgemm_bf16emu_nobias",
-    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kEmulated, Bias::kWithout>>, {STARPU_R, STARPU_R, STARPU_W});
+                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWith>>,
+                                     {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16emu_nobias("conv2d_bwd_weights_convgemm_bf16emu_nobias",
+                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWithout>>,
+                                            {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_bf16amx("conv2d_fwd_convgemm_bf16amx", runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWith>>,
+                             {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_bf16amx_nobias("conv2d_fwd_convgemm_bf16amx_nobias",
+                                    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWithout>>,
+                                    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16amx("conv2d_bwd_data_convgemm_bf16amx", runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kAmx>>,
+                                  {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16amx("conv2d_bwd_weights_convgemm_bf16amx",
+                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWith>>,
+                                     {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16amx_nobias("conv2d_bwd_weights_convgemm_bf16amx_nobias",
+                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWithout>>,
+                                            {STARPU_R, STARPU_R, STARPU_W});
+
+struct Bf16Codelets {
+  runtime::Codelet *fwd, *fwd_nobias, *bwd_data, *bwd_weights, *bwd_weights_nobias;
+};
+
+// The codelets of a bf16 precision (not fp32).
+Bf16Codelets bf16_codelets(Precision p) {
+  if (p == Precision::kBf16) {
+    return {&cl_fwd_bf16, &cl_fwd_bf16_nobias, &cl_bwd_data_bf16, &cl_bwd_weights_bf16, &cl_bwd_weights_bf16_nobias};
+  }
+  if (p == Precision::kBf16Amx) {
+    return {&cl_fwd_bf16amx, &cl_fwd_bf16amx_nobias, &cl_bwd_data_bf16amx, &cl_bwd_weights_bf16amx,
+            &cl_bwd_weights_bf16amx_nobias};
+  }
+  return {&cl_fwd_bf16emu, &cl_fwd_bf16emu_nobias, &cl_bwd_data_bf16emu, &cl_bwd_weights_bf16emu,
+          &cl_bwd_weights_bf16emu_nobias};
+}
 
 // Winograd has no backward-weights of its own (its layers' weight gradients are convgemm's).
 const CodeletTable kFwd{{{&cl_fwd_convgemm_nobias, &cl_fwd_convgemm},
@@ -278,6 +305,7 @@ const char* to_string(Precision p) {
     case Precision::kFp32: return "fp32";
     case Precision::kBf16: return "bf16";
     case Precision::kBf16Emulated: return "bf16-emulated";
+    case Precision::kBf16Amx: return "bf16-amx";
   }
   return "?";
 }
@@ -305,11 +333,9 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  runtime::Codelet& bf16 = b != nullptr ? cl_fwd_bf16 : cl_fwd_bf16_nobias;
-  runtime::Codelet& bf16emu = b != nullptr ? cl_fwd_bf16emu : cl_fwd_bf16emu_nobias;
-  runtime::Codelet& cl = !bf16_pass(precision, algorithm)    ? pick(kFwd, algorithm, b)
-                         : precision == Precision::kBf16 ? bf16
-                                                         : bf16emu;
+  runtime::Codelet& cl = !bf16_pass(precision, algorithm) ? pick(kFwd, algorithm, b)
+                         : b != nullptr                      ? *bf16_codelets(precision).fwd
+                                                             : *bf16_codelets(precision).fwd_nobias;
   runtime::submit_task(cl, task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
 }
 
@@ -319,8 +345,7 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
   check_fits(tag, algorithm, shape);
   const ConvArgs a = tile_args(shape, dx, tile, 0);
   std::string name;
-  runtime::Codelet& cl = bf16_pass(precision, algorithm)        ? (precision == Precision::kBf16 ? cl_bwd_data_bf16
-                                                                                                 : cl_bwd_data_bf16emu)
+  runtime::Codelet& cl = bf16_pass(precision, algorithm)        ? *bf16_codelets(precision).bwd_data
                          : algorithm == ConvAlgorithm::kConvgemm ? cl_bwd_data_convgemm
                          : algorithm == ConvAlgorithm::kWinograd ? cl_bwd_data_winograd
                                                                  : cl_bwd_data_im2col;
@@ -336,12 +361,9 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  const bool bias = db_tiles != nullptr;
-  runtime::Codelet& bf16 = bias ? cl_bwd_weights_bf16 : cl_bwd_weights_bf16_nobias;
-  runtime::Codelet& bf16emu = bias ? cl_bwd_weights_bf16emu : cl_bwd_weights_bf16emu_nobias;
-  runtime::Codelet& cl = precision == Precision::kBf16           ? bf16
-                         : precision == Precision::kBf16Emulated ? bf16emu
-                                                                 : pick(kBwdWeights, algorithm, db_tiles);
+  runtime::Codelet& cl = precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
+                         : db_tiles != nullptr          ? *bf16_codelets(precision).bwd_weights
+                                                        : *bf16_codelets(precision).bwd_weights_nobias;
   runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
 }
 
@@ -351,7 +373,9 @@ double time_algorithm(ConvAlgorithm algorithm, Precision precision, const Conv2d
                       std::vector<float>& w, std::vector<float>& y, std::vector<float>& dw) {
   using Clock = std::chrono::steady_clock;
   using kernels::cpu::Bf16Math;
-  const Bf16Math math = precision == Precision::kBf16 ? Bf16Math::kAvx512Bf16 : Bf16Math::kEmulated;
+  const Bf16Math math = precision == Precision::kBf16      ? Bf16Math::kAvx512Bf16
+                        : precision == Precision::kBf16Amx ? Bf16Math::kAmx
+                                                           : Bf16Math::kEmulated;
   const bool bf16 = precision != Precision::kFp32;
   double best = 1e300;
   // The first round warms caches and packing buffers; the best of the others is the estimate.

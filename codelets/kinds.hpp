@@ -16,10 +16,12 @@ enum class ConvAlgorithm {
 const char* to_string(ConvAlgorithm a);
 
 // The arithmetic of a convolution (issue 37; which passes each algorithm runs in it: codelets/conv2d.hpp; dense
-// layers stay fp32 until they have bf16 kernels): fp32; bf16 (inputs rounded to bf16, products summed in fp32 by AVX512-BF16's vdpbf16ps: CPU
-// workers only); or bf16-emulated, the same results bit for bit on any x86-64 CPU, slowly. The codelets of each
-// have names of their own, so that performance models and calibrations never mix them.
-enum class Precision { kFp32, kBf16, kBf16Emulated };
+// layers stay fp32 until they have bf16 kernels): fp32; bf16 (inputs rounded to bf16, products summed in fp32 by
+// AVX512-BF16's vdpbf16ps: CPU workers only); bf16-emulated, the same results bit for bit on any x86-64 CPU,
+// slowly; or bf16-amx, the same rounded inputs summed in fp32 by AMX's TDPBF16PS (Intel Sapphire Rapids and later),
+// with bits of its own (no emulation). The codelets of each have names of their own, so that performance models
+// and calibrations never mix them.
+enum class Precision { kFp32, kBf16, kBf16Emulated, kBf16Amx };
 
 const char* to_string(Precision p);
 

@@ -8,6 +8,14 @@
 // paths.
 #pragma once
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <cctype>
 #include <cstdlib>
 #include <optional>
@@ -120,6 +128,31 @@ inline bool cpu_has_avx512_bf16() {
     return __builtin_cpu_supports("avx512bf16") != 0;
   }();
   return cpu_has_avx512() && bf16;
+#else
+  return false;
+#endif
+}
+
+// AMX-TILE and AMX-BF16 (TDPBF16PS; Intel Sapphire Rapids and later) on top of the avx512 level, with Linux's
+// permission to use the tile state, asked for once per process (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, Linux 5.16 and later; every thread of the process may then load tiles).
+inline bool cpu_has_amx_bf16() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool amx = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) {
+      return false;
+    }
+    constexpr unsigned kAmxBf16 = 1u << 22;
+    constexpr unsigned kAmxTile = 1u << 24;
+    if ((edx & kAmxBf16) == 0 || (edx & kAmxTile) == 0) {
+      return false;
+    }
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return cpu_has_avx512() && amx;
 #else
   return false;
 #endif

@@ -33,10 +33,11 @@ ConvVariant parse_conv_variant(const std::string& name, const std::string& optio
 
 codelets::Precision parse_precision(const std::string& name, const std::string& option) {
   using codelets::Precision;
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kBf16Emulated}) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kBf16Emulated, Precision::kBf16Amx}) {
     if (name == codelets::to_string(p)) return p;
   }
-  throw InvalidArgument(fmt::format("{}: unknown precision '{}', expected fp32, bf16 or bf16-emulated", option, name));
+  throw InvalidArgument(
+      fmt::format("{}: unknown precision '{}', expected fp32, bf16, bf16-emulated or bf16-amx", option, name));
 }
 
 void check_precision_runs(codelets::Precision p, const std::string& option) {
@@ -46,6 +47,12 @@ void check_precision_runs(codelets::Precision p, const std::string& option) {
         "{}: bf16 needs AVX512-BF16 (vdpbf16ps), which this CPU {}, expected a CPU with it (AMD Zen 4 or later, "
         "Intel Cooper Lake, Sapphire Rapids or later) or bf16-emulated (the same results, bit for bit, slowly)",
         option, cpu_isa_setting().capped() ? "may not use under DTNN_MAX_CPU_ISA" : "lacks"));
+  }
+  if (p == codelets::Precision::kBf16Amx && !runtime::simulated() && !cpu_has_amx_bf16()) {
+    throw InvalidArgument(fmt::format(
+        "{}: bf16-amx needs AMX-BF16 (TDPBF16PS) with Linux's permission to use its tiles, which this CPU {}, "
+        "expected an Intel Sapphire Rapids or later, or bf16 (AVX512-BF16) or bf16-emulated",
+        option, cpu_isa_setting().capped() ? "may not use under DTNN_MAX_CPU_ISA" : "or this kernel lacks"));
   }
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "codelets/cpu/aligned_floats.hpp"
+#include "codelets/cpu/bf16.hpp"
 #include "codelets/cpu/convgemm_ukernels.hpp"
 #include "core/cpu_features.hpp"
 #include "core/errors.hpp"
@@ -1357,14 +1358,27 @@ namespace {
 struct Bf16Kernel {
   bf16gemm_ukr_ft ukr;
   Blocking blocking;
+  // AMX: the v side packed as rows of pairs rather than panels, pairs of both sides padded with zeros to a multiple
+  // of 16 (a tile's depth), and the tiles configured around each product.
+  bool amx = false;
 };
 
 // MR 32 x NR 8 as avx512_32x8; the cache blocks of skx (KC even, so that pairs never straddle two KC blocks).
 const Bf16Kernel& bf16_kernel(Bf16Math math) {
   static const Bf16Kernel native{bf16gemm_ukr_avx512bf16_32x8, {32, 8, 384, 480, 3072}};
   static const Bf16Kernel emulated{bf16gemm_ukr_emulated_32x8, {32, 8, 384, 480, 3072}};
+  static const Bf16Kernel amx{bf16gemm_ukr_amx_32x32, {32, 32, 384, 480, 3072}, true};
   if (math == Bf16Math::kEmulated) {
     return emulated;
+  }
+  if (math == Bf16Math::kAmx) {
+    if (!cpu_has_amx_bf16()) {
+      throw InvalidArgument(std::string("bf16 convgemm: AMX: this CPU has no AMX-BF16 (TDPBF16PS)") +
+                            (cpu_isa_setting().capped() ? " at the level DTNN_MAX_CPU_ISA caps it to" : "") +
+                            " or Linux did not grant its tile state, expected an Intel Sapphire Rapids or later, or "
+                            "AVX512-BF16 or the emulation");
+    }
+    return amx;
   }
   if (!cpu_has_avx512_bf16()) {
     throw InvalidArgument(std::string("bf16 convgemm: this CPU has no AVX512-BF16 (vdpbf16ps)") +
@@ -1474,15 +1488,38 @@ void gemm_bf16(const Bf16Kernel& mk, dim_t nu, dim_t nv, dim_t k, PackU&& pack_u
 
 // fp32 micro-panels (`width` free indices, kb reduction indices each, contiguous) -> pair panels of the same
 // widths ((kb + 1) / 2 words each). Whole blocks at once when kb is even (then pairs never straddle two panels).
-void panels_to_pairs(const float* src, int width, dim_t kb, dim_t panels, std::uint32_t* dst) {
+// Each pair panel holds kp_stride rows of words (kp_stride >= (kb + 1) / 2), the rows past the reduction zero.
+void panels_to_pairs(const float* src, int width, dim_t kb, dim_t panels, dim_t kp_stride, std::uint32_t* dst) {
   const auto convert = cpu_has_avx512() ? rows_to_bf16_pairs_avx512 : rows_to_bf16_pairs;
-  if (kb % 2 == 0) {
+  const dim_t kp = (kb + 1) / 2;
+  if (kb % 2 == 0 && kp_stride == kp) {
     convert(src, width, panels * kb, dst);
     return;
   }
-  const dim_t kp = (kb + 1) / 2;
   for (dim_t p = 0; p < panels; ++p) {
-    convert(src + p * width * kb, width, kb, dst + p * width * kp);
+    std::uint32_t* panel = dst + p * width * kp_stride;
+    convert(src + p * width * kb, width, kb, panel);
+    std::fill(panel + width * kp, panel + width * kp_stride, 0u);
+  }
+}
+
+// fp32 micro-panels as above -> rows of pairs, AMX's v side: free index f of panel p at dst[(p * width + f) *
+// kp_stride + t], pairs past the reduction zero.
+void panels_to_pair_rows(const float* src, int width, dim_t kb, dim_t panels, dim_t kp_stride, std::uint32_t* dst) {
+  const dim_t kp = kb / 2;
+  for (dim_t p = 0; p < panels; ++p) {
+    const float* panel = src + p * width * kb;
+    for (int f = 0; f < width; ++f) {
+      std::uint32_t* row = dst + (p * width + f) * kp_stride;
+      for (dim_t t = 0; t < kp; ++t) {
+        row[t] = bf16_pair(panel[2 * t * width + f], panel[(2 * t + 1) * width + f]);
+      }
+      dim_t t = kp;
+      if (kb % 2 != 0) {
+        row[t++] = bf16_pair(panel[(kb - 1) * width + f], 0.0f);
+      }
+      std::fill(row + t, row + kp_stride, 0u);
+    }
   }
 }
 
@@ -1496,12 +1533,25 @@ void gemm_bf16_tiles(const Bf16Kernel& mk, const Blocking& bs, dim_t nu, dim_t n
   Workspace& fp32 = workspace();
   Bf16Workspace& ws = bf16_workspace();
   const dim_t kc = std::min(bs.kc, k);
+  // Pairs a panel holds: AMX's tiles take them 16 at a time.
+  const auto padded = [&](dim_t kb) { return mk.amx ? ((kb + 1) / 2 + 15) / 16 * 16 : (kb + 1) / 2; };
   const dim_t a_panels = (std::min(bs.mc, nu) + bs.mr - 1) / bs.mr;
   const dim_t b_panels = (std::min(bs.nc, nv) + bs.nr - 1) / bs.nr;
   float* const a_fp32 = fp32.a.reserve(static_cast<size_t>(a_panels * bs.mr * kc));
   float* const b_fp32 = fp32.b.reserve(static_cast<size_t>(b_panels * bs.nr * kc));
-  std::uint32_t* const a_block = words(ws.a, static_cast<size_t>(a_panels * bs.mr * ((kc + 1) / 2)));
-  std::uint32_t* const b_block = words(ws.b, static_cast<size_t>(b_panels * bs.nr * ((kc + 1) / 2)));
+  std::uint32_t* const a_block = words(ws.a, static_cast<size_t>(a_panels * bs.mr * padded(kc)));
+  std::uint32_t* const b_block = words(ws.b, static_cast<size_t>(b_panels * bs.nr * padded(kc)));
+  struct AmxTiles {
+    bool on;
+    explicit AmxTiles(bool amx) : on(amx) {
+      if (on) bf16_amx_begin();
+    }
+    ~AmxTiles() {
+      if (on) bf16_amx_end();
+    }
+    AmxTiles(const AmxTiles&) = delete;
+    AmxTiles& operator=(const AmxTiles&) = delete;
+  } tiles(mk.amx);
   MicroTile t{};
   t.bf16_ukr = mk.ukr;
   t.buffer = fp32.tile.reserve(static_cast<size_t>(bs.mr * bs.nr));
@@ -1510,16 +1560,20 @@ void gemm_bf16_tiles(const Bf16Kernel& mk, const Blocking& bs, dim_t nu, dim_t n
     const dim_t nb = std::min(bs.nc, nv - jc);
     for (dim_t pc = 0; pc < k; pc += bs.kc) {
       const dim_t kb = std::min(bs.kc, k - pc);
-      const dim_t kp = (kb + 1) / 2;
+      const dim_t kp = padded(kb);
       pack_v(jc, nb, pc, kb, Panels{b_fp32, static_cast<int>(bs.nr), bs.nr * kb});
-      panels_to_pairs(b_fp32, static_cast<int>(bs.nr), kb, (nb + bs.nr - 1) / bs.nr, b_block);
+      if (mk.amx) {
+        panels_to_pair_rows(b_fp32, static_cast<int>(bs.nr), kb, (nb + bs.nr - 1) / bs.nr, kp, b_block);
+      } else {
+        panels_to_pairs(b_fp32, static_cast<int>(bs.nr), kb, (nb + bs.nr - 1) / bs.nr, kp, b_block);
+      }
       t.kb = kp;
       t.first = pc == 0;
       t.last = pc + kb == k;
       for (dim_t ic = 0; ic < nu; ic += bs.mc) {
         const dim_t mb = std::min(bs.mc, nu - ic);
         pack_u(ic, mb, pc, kb, Panels{a_fp32, static_cast<int>(bs.mr), bs.mr * kb});
-        panels_to_pairs(a_fp32, static_cast<int>(bs.mr), kb, (mb + bs.mr - 1) / bs.mr, a_block);
+        panels_to_pairs(a_fp32, static_cast<int>(bs.mr), kb, (mb + bs.mr - 1) / bs.mr, kp, a_block);
         for (dim_t jr = 0; jr < nb; jr += bs.nr) {
           for (dim_t ir = 0; ir < mb; ir += bs.mr) {
             t.a = reinterpret_cast<float*>(a_block + ir * kp);
@@ -1585,6 +1639,37 @@ void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, con
   }
   const size_t w_group = static_cast<size_t>(g.kg) * g.crs;
   const auto crs = static_cast<dim_t>(g.crs);
+  if (mk.amx) {
+    // AMX's v side is rows of pairs: the fp32 packers and the tile driver, KC blocks added into dw in order.
+    for (int grp = 0; grp < sh.groups; ++grp) {
+      const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
+      const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
+      float* dwg = dw + static_cast<size_t>(grp) * w_group;
+      const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+        pack_nchw_channels(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
+      };
+      const auto store = [&](const MicroTile& t) {
+        t.compute(dwg + static_cast<size_t>(t.v0) * g.crs + static_cast<size_t>(t.u0), static_cast<inc_t>(g.crs),
+                  t.first ? 0.0f : 1.0f);
+      };
+      if (g.identity) {
+        gemm_bf16_tiles(
+            mk, mk.blocking, crs, g.kg, g.npix,
+            [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+              pack_nchw_channels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
+            },
+            pack_dy, store);
+      } else {
+        gemm_bf16_tiles(
+            mk, mk.blocking, crs, g.kg, g.npix,
+            [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+              pack_im2col_rows(g, xg, f0, fb, p0, pb, out);
+            },
+            pack_dy, store);
+      }
+    }
+    return;
+  }
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
     const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;

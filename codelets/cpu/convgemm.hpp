@@ -28,13 +28,15 @@ void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const fl
 // ---- bf16 (codelets/cpu/bf16.hpp) ----
 // Which micro-kernel computes bf16 products: AVX512-BF16's vdpbf16ps, or its emulation, which gives the same
 // results bit for bit on any x86-64 (slowly: for machines without the instruction, and for tests).
-enum class Bf16Math { kAvx512Bf16, kEmulated };
+// kAmx: AMX's TDPBF16PS (Intel Sapphire Rapids and later), whose sums are its own (convgemm_ukernels.hpp): the
+// same rounded inputs and fp32 accumulation, other bits, no emulation.
+enum class Bf16Math { kAvx512Bf16, kEmulated, kAmx };
 // dw as conv2d_bwd_weights_convgemm computes it, from x and dy rounded to bf16 (to nearest, ties to even) as they
 // are packed, with fp32 accumulation: pairs of products added in the micro-kernel as vdpbf16ps adds them, KC
 // blocks of pixels added in fp32 in increasing order. db is summed in fp32 from dy as it is. Depthwise
-// convolutions run the fp32 loops (memory-bound; bf16 would not pay). Bitwise deterministic for a shape, whatever
-// the math (the two give the same bits). dtnn::InvalidArgument for kAvx512Bf16 on a CPU without AVX512-BF16
-// (or with DTNN_MAX_CPU_ISA below avx512).
+// convolutions run the fp32 loops (memory-bound; bf16 would not pay). Bitwise deterministic for a shape and math
+// (vdpbf16ps and its emulation give the same bits, AMX bits of its own). dtnn::InvalidArgument for kAvx512Bf16 on a
+// CPU without AVX512-BF16, for kAmx on one without AMX-BF16 (or with DTNN_MAX_CPU_ISA below avx512).
 void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db,
                                       Bf16Math math);
 // The forward and backward-data passes of conv2d_fwd_convgemm and conv2d_bwd_data_convgemm from x, dy and w rounded

@@ -37,6 +37,17 @@ using bf16gemm_ukr_ft = void (*)(dim_t m, dim_t n, dim_t kp, const std::uint32_t
 // AVX512-BF16's vdpbf16ps (with AVX-512F; callers check cpu_has_avx512_bf16()).
 void bf16gemm_ukr_avx512bf16_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b,
                                   float beta, float* c, inc_t cs_c);
+// AMX's TDPBF16PS (Intel Sapphire Rapids and later; callers check cpu_has_amx_bf16() and run it between
+// bf16_amx_begin(), which configures the tiles on the calling thread, and bf16_amx_end()), 32 x 32: a is the u-side
+// pair panel as above (MR 32, word (i, t) at a[t * 32 + i]) and b the v-side as rows, word (j, t) at b[j * kp + t]
+// (32 rows, those past n read but unused); kp a multiple of 16 (pairs past the reduction zero on both sides). Its
+// sums are not vdpbf16ps's: the hardware adds the pairs of a tile row in an order and precision of its own, which
+// no emulation here reproduces (measured: neither (acc + even) + odd nor (acc + odd) + even), so its results are
+// its own, within fp32 accumulation of the double sums of the rounded inputs.
+void bf16gemm_ukr_amx_32x32(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b, float beta,
+                            float* c, inc_t cs_c);
+void bf16_amx_begin();
+void bf16_amx_end();
 // The same results, bit for bit, in portable C++ (any CPU): the emulation of vdpbf16ps in bf16.hpp.
 void bf16gemm_ukr_emulated_32x8(dim_t m, dim_t n, dim_t kp, const std::uint32_t* a, const std::uint32_t* b,
                                 float beta, float* c, inc_t cs_c);

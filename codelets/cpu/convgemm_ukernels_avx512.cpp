@@ -139,7 +139,7 @@ void rows_to_bf16_pairs_avx512(const float* src, int width, dim_t rows, std::uin
   const __m512i low = _mm512_set1_epi32(0xffff);
   // Lanes of 16 (8 for the last of a width that is an odd multiple of 8): even row's halves below, odd row's above.
   const auto pair = [&](const float* even, const float* odd, __mmask16 mask, std::uint32_t* out) {
-    const __m512i lo = _mm512_srli_epi32(round_bf16_high(_mm512_maskz_loadu_ps(mask, even)), 16);
+    const __m512i lo = _mm512_maskz_srli_epi32(0xffff, round_bf16_high(_mm512_maskz_loadu_ps(mask, even)), 16);
     const __m512i hi = odd != nullptr ? round_bf16_high(_mm512_maskz_loadu_ps(mask, odd)) : _mm512_setzero_si512();
     _mm512_mask_storeu_epi32(out, mask, _mm512_or_si512(_mm512_and_si512(lo, low), hi));
   };

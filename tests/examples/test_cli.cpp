@@ -537,10 +537,11 @@ std::string weights_checksum(const fs::path& report) {
   return checksum;
 }
 
-// --precision bf16 (issue 37): the weight gradients of the convolutions from bf16-rounded inputs. The emulation gives
-// vdpbf16ps's bits, with one worker or two; fp32 ends elsewhere; a CPU without AVX512-BF16 (here: the cap) is told
-// to use the emulation.
-TEST(CliTest, Bf16WeightGradientsAreTheEmulationsBitForBitOnAnyWorkerCount) {
+// --precision bf16 (issue 37): the convolutions from bf16-rounded inputs (every pass of the convgemm layers, the
+// weight gradients of the Winograd ones). The emulation gives vdpbf16ps's bits, with one worker or two; fp32 ends
+// elsewhere; a CPU without AVX512-BF16 (here: the cap) is told to use the emulation. bf16-amx (AMX's sums, bits of
+// their own) trains the same weights on one worker or two, where the CPU has AMX.
+TEST(CliTest, Bf16TrainingIsTheEmulationsBitForBitOnAnyWorkerCount) {
   const std::string run = "train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 48 --batch-size 16 "
                           "--steps-per-epoch 3 --seed 2 --tiles 2 --quiet --no-test";
   const auto trained = [&](const std::string& precision, int workers) {
@@ -574,6 +575,16 @@ TEST(CliTest, Bf16WeightGradientsAreTheEmulationsBitForBitOnAnyWorkerCount) {
   }
   ASSERT_EQ(native_run.status, 0) << native_run.output;
   EXPECT_EQ(native, emulated) << "vdpbf16ps against the emulation";
+
+  const auto [amx_run, amx] = trained("bf16-amx", 1);
+  if (amx_run.status != 0 && amx_run.output.find("AMX-BF16") != std::string::npos) {
+    GTEST_SKIP() << "this CPU has no AMX-BF16: bf16-amx is not run";
+  }
+  ASSERT_EQ(amx_run.status, 0) << amx_run.output;
+  EXPECT_NE(amx, fp32);
+  const auto [amx2_run, amx2] = trained("bf16-amx", 2);
+  ASSERT_EQ(amx2_run.status, 0) << amx2_run.output;
+  EXPECT_EQ(amx2, amx) << "bf16-amx with 2 workers against 1";
 }
 
 // A resumed run says where it resumed: a --resume that trained from scratch with the same seed would end on the same
@@ -766,7 +777,8 @@ TEST(CliTest, CalibrationInBf16RecordsItsPrecisionAndItsOwnCodelets) {
   const fs::path codelets = dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
   EXPECT_TRUE(fs::exists(codelets / "conv2d_bwd_weights_convgemm_bf16emu.dtnn-machine"));
   EXPECT_FALSE(fs::exists(codelets / "conv2d_bwd_weights_convgemm.dtnn-machine"));
-  EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm.dtnn-machine")) << "the forward pass stays fp32";
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm_bf16emu.dtnn-machine")) << "convgemm's forward in bf16";
+  EXPECT_FALSE(fs::exists(codelets / "conv2d_fwd_convgemm.dtnn-machine"));
   const auto doc = read_json(dir / "machine.json");
   ASSERT_EQ(doc.at("calibrations").size(), 1u);
   EXPECT_EQ(doc.at("calibrations")[0].at("precision"), "bf16-emulated");

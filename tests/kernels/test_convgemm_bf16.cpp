@@ -344,6 +344,51 @@ TEST_P(Bf16ConvTest, BackwardDataIsTheDoubleSumOfBf16RoundedInputs) {
   EXPECT_TRUE(bitwise_equal(native, dx)) << "vdpbf16ps against the emulation";
 }
 
+// AMX's TDPBF16PS has sums of its own (no emulation: convgemm_ukernels.hpp), so each pass is held against the double
+// sums of the rounded inputs only, where the CPU has AMX-BF16; elsewhere asking for it is an error naming it.
+TEST_P(Bf16ConvTest, AmxPassesAreTheDoubleSumsOfBf16RoundedInputs) {
+  const Conv2dShape& sh = GetParam().shape;
+  const auto x = random_vector(x_size(sh), 61);
+  const auto w = random_vector(w_size(sh), 62);
+  const auto dy = random_vector(y_size(sh), 63);
+  auto y = nan_vector(y_size(sh));
+  auto dx = nan_vector(x_size(sh));
+  auto dw = nan_vector(w_size(sh));
+  if (!cpu_has_amx_bf16()) {
+    EXPECT_THROW(conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), nullptr, 0, y.data(), Bf16Math::kAmx),
+                 InvalidArgument);
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (or DTNN_MAX_CPU_ISA caps it, or Linux did not grant the tile state)";
+  }
+  const bool depthwise = sh.c == sh.groups && sh.groups > 1;
+  const double rtol = depthwise ? 1e-5 : kRtol;
+  const auto xr = depthwise ? x : rounded(x);
+  const auto wr = depthwise ? w : rounded(w);
+  const auto dyr = depthwise ? dy : rounded(dy);
+  conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), nullptr, 0, y.data(), Bf16Math::kAmx);
+  conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), dx.data(), Bf16Math::kAmx);
+  conv2d_bwd_weights_convgemm_bf16(sh, x.data(), dy.data(), dw.data(), nullptr, Bf16Math::kAmx);
+  const auto check = [&](const std::vector<float>& got, double macs, std::uint32_t seed, auto&& reference) {
+    const auto idx = checked_elements(got.size(), macs, seed);
+    std::vector<double> ref(idx.size());
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      ref[j] = reference(idx[j]);
+    }
+    return matches_at(got, idx, ref, rtol);
+  };
+  const double taps = static_cast<double>(sh.r) * sh.s;
+  EXPECT_TRUE(check(y, sh.c / sh.groups * taps, 64, [&](std::size_t i) { return reference_y(sh, xr, wr, i); }))
+      << "forward";
+  EXPECT_TRUE(check(dx, sh.k / sh.groups * taps, 65, [&](std::size_t i) { return reference_dx(sh, dyr, wr, i); }))
+      << "backward-data";
+  EXPECT_TRUE(check(dw, static_cast<double>(sh.n) * sh.out_h() * sh.out_w(), 66,
+                    [&](std::size_t i) { return reference_dw(sh, xr, dyr, i); }))
+      << "backward-weights";
+  // Deterministic: the same bits again.
+  auto y_again = nan_vector(y.size());
+  conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), nullptr, 0, y_again.data(), Bf16Math::kAmx);
+  EXPECT_TRUE(bitwise_equal(y_again, y));
+}
+
 // A batch's tiles compute the forward pass the whole batch computes, bit for bit (each output's reduction is its own,
 // in KC blocks that do not depend on the batch), and each pass gives the same bits call after call. Backward-data
 // scatters tiles of pixels that may span samples, so (as in fp32) its bits are fixed for a given tile, not across
