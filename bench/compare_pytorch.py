@@ -30,7 +30,8 @@ the JSON say how PyTorch ran, with its minor page faults per timed step.
 
 --precision fp32,bf16 runs each model in each precision: dtnn --precision bf16 against PyTorch's bf16 autocast
 (torch.autocast("cpu", torch.bfloat16): convolutions and matmuls in bf16, the rest in fp32). An entry OURS:THEIRS
-pairs different precisions: fp32:bf16 is dtnn in fp32 against PyTorch's bf16 autocast.
+pairs different precisions: fp32:bf16 is dtnn in fp32 against PyTorch's bf16 autocast; bf16-amx (dtnn's AMX
+kernels) and bf16-emulated run against PyTorch's bf16.
 
 --max-isa caps the instruction set of both sides: dtnn through DTNN_MAX_CPU_ISA (its kernels and BLIS), PyTorch
 through ATEN_CPU_CAPABILITY (avx2, or default for generic), DNNL_MAX_CPU_ISA (AVX512_CORE, AVX2, SSE41) and, below
@@ -270,7 +271,7 @@ def main():
     ap.add_argument("--data", choices=["synthetic", "real"], default="synthetic")
     ap.add_argument("--dtnn", default=os.path.join(HERE, "..", "build", "bin", "dtnn"))
     ap.add_argument("--precision", default="fp32",
-                    help="comma-separated: fp32 and/or bf16 (dtnn --precision against PyTorch's bf16 autocast)")
+                    help="comma-separated: fp32, bf16, bf16-amx (dtnn --precision against PyTorch's bf16 autocast)")
     ap.add_argument("--peer", choices=["best", "as-was"], default="best",
                     help="best: PyTorch as its tuning guide says (allocator, BLAS configuration, channels-last where "
                          "faster); as-was: glibc's malloc, NCHW, the BLAS as installed (the benchmark before issue 37)")
@@ -286,10 +287,13 @@ def main():
     precisions = []
     for entry in a.precision.split(","):
         pair = entry.split(":")
-        if len(pair) > 2 or any(p not in ("fp32", "bf16") for p in pair):
-            ap.error(f"--precision: '{entry}', expected fp32, bf16 or DTNN:PYTORCH such as fp32:bf16 "
-                     f"(comma-separated)")
-        precisions.append((pair[0], pair[-1]))
+        # dtnn's bf16 kinds (bf16-amx: AMX's TDPBF16PS) all run against PyTorch's bf16 autocast.
+        ours = pair[0]
+        theirs = pair[1] if len(pair) == 2 else ("fp32" if ours == "fp32" else "bf16")
+        if len(pair) > 2 or ours not in ("fp32", "bf16", "bf16-amx", "bf16-emulated") or theirs not in ("fp32", "bf16"):
+            ap.error(f"--precision: '{entry}', expected fp32, bf16, bf16-amx, bf16-emulated or DTNN:PYTORCH such as "
+                     f"fp32:bf16 (comma-separated)")
+        precisions.append((ours, theirs))
 
     import torch  # noqa: E402  (only for its version string)
     results, engine, torch_said, capability = {}, "", "", ""

@@ -1504,21 +1504,22 @@ void panels_to_pairs(const float* src, int width, dim_t kb, dim_t panels, dim_t 
 }
 
 // fp32 micro-panels as above -> rows of pairs, AMX's v side: free index f of panel p at dst[(p * width + f) *
-// kp_stride + t], pairs past the reduction zero.
+// kp_stride + t], pairs past the reduction zero. Each panel is paired as panels_to_pairs pairs it, then its words
+// transposed (transpose_into only moves bits).
 void panels_to_pair_rows(const float* src, int width, dim_t kb, dim_t panels, dim_t kp_stride, std::uint32_t* dst) {
-  const dim_t kp = kb / 2;
+  thread_local AlignedFloats storage;
+  const dim_t kp = (kb + 1) / 2;
+  std::uint32_t* const paired = words(storage, static_cast<size_t>(width * kp));
+  const auto convert = cpu_has_avx512() ? rows_to_bf16_pairs_avx512 : rows_to_bf16_pairs;
   for (dim_t p = 0; p < panels; ++p) {
-    const float* panel = src + p * width * kb;
-    for (int f = 0; f < width; ++f) {
-      std::uint32_t* row = dst + (p * width + f) * kp_stride;
-      for (dim_t t = 0; t < kp; ++t) {
-        row[t] = bf16_pair(panel[2 * t * width + f], panel[(2 * t + 1) * width + f]);
+    convert(src + p * width * kb, width, kb, paired);
+    std::uint32_t* const rows = dst + p * width * kp_stride;
+    transpose_into(reinterpret_cast<const float*>(paired), static_cast<size_t>(width), static_cast<int>(kp), width,
+                   reinterpret_cast<float*>(rows), static_cast<int>(kp_stride));
+    if (kp_stride > kp) {
+      for (int f = 0; f < width; ++f) {
+        std::fill(rows + f * kp_stride + kp, rows + (f + 1) * kp_stride, 0u);
       }
-      dim_t t = kp;
-      if (kb % 2 != 0) {
-        row[t++] = bf16_pair(panel[(kb - 1) * width + f], 0.0f);
-      }
-      std::fill(row + t, row + kp_stride, 0u);
     }
   }
 }
