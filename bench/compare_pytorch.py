@@ -290,7 +290,8 @@ def main():
         # dtnn's bf16 kinds (bf16-amx: AMX's TDPBF16PS) all run against PyTorch's bf16 autocast.
         ours = pair[0]
         theirs = pair[1] if len(pair) == 2 else ("fp32" if ours == "fp32" else "bf16")
-        if len(pair) > 2 or ours not in ("fp32", "bf16", "bf16-amx", "bf16-emulated") or theirs not in ("fp32", "bf16"):
+        if (len(pair) > 2 or ours not in ("fp32", "bf16", "bf16-amx", "bf16-emulated")
+                or theirs not in ("fp32", "bf16")):
             ap.error(f"--precision: '{entry}', expected fp32, bf16, bf16-amx, bf16-emulated or DTNN:PYTORCH such as "
                      f"fp32:bf16 (comma-separated)")
         precisions.append((ours, theirs))

@@ -216,45 +216,60 @@ runtime::Codelet cl_bwd_weights_im2col_nobias(
 
 // bf16: CPU bodies only (a GPU would compute in fp32 under the same name), one set of codelets per kind of bf16
 // math, named with its suffix (conv2d_fwd_convgemm_bf16, ..._bf16emu, ..._bf16amx), each with and without the bias.
-runtime::Codelet cl_fwd_bf16("conv2d_fwd_convgemm_bf16", runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWith>>,
+runtime::Codelet cl_fwd_bf16("conv2d_fwd_convgemm_bf16",
+                             runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWith>>,
                              {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_fwd_bf16_nobias("conv2d_fwd_convgemm_bf16_nobias",
-                                    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWithout>>,
-                                    {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_bf16("conv2d_bwd_data_convgemm_bf16", runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16>>,
+runtime::Codelet cl_fwd_bf16_nobias(
+    "conv2d_fwd_convgemm_bf16_nobias",
+    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWithout>>,
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16("conv2d_bwd_data_convgemm_bf16",
+                                  runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16>>,
                                   {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16("conv2d_bwd_weights_convgemm_bf16",
-                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWith>>,
-                                     {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16_nobias("conv2d_bwd_weights_convgemm_bf16_nobias",
-                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWithout>>,
-                                            {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_fwd_bf16emu("conv2d_fwd_convgemm_bf16emu", runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWith>>,
-                             {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_fwd_bf16emu_nobias("conv2d_fwd_convgemm_bf16emu_nobias",
-                                    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWithout>>,
-                                    {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_bf16emu("conv2d_bwd_data_convgemm_bf16emu", runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kEmulated>>,
-                                  {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16emu("conv2d_bwd_weights_convgemm_bf16emu",
-                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWith>>,
-                                     {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16emu_nobias("conv2d_bwd_weights_convgemm_bf16emu_nobias",
-                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWithout>>,
-                                            {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_fwd_bf16amx("conv2d_fwd_convgemm_bf16amx", runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWith>>,
-                             {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
-runtime::Codelet cl_fwd_bf16amx_nobias("conv2d_fwd_convgemm_bf16amx_nobias",
-                                    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWithout>>,
-                                    {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_data_bf16amx("conv2d_bwd_data_convgemm_bf16amx", runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kAmx>>,
-                                  {STARPU_R, STARPU_R, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16amx("conv2d_bwd_weights_convgemm_bf16amx",
-                                     runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWith>>,
-                                     {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
-runtime::Codelet cl_bwd_weights_bf16amx_nobias("conv2d_bwd_weights_convgemm_bf16amx_nobias",
-                                            runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWithout>>,
-                                            {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16(
+    "conv2d_bwd_weights_convgemm_bf16",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWith>>,
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16_nobias(
+    "conv2d_bwd_weights_convgemm_bf16_nobias",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAvx512Bf16, Bias::kWithout>>,
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_bf16emu("conv2d_fwd_convgemm_bf16emu",
+                                runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWith>>,
+                                {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_bf16emu_nobias(
+    "conv2d_fwd_convgemm_bf16emu_nobias",
+    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWithout>>,
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16emu("conv2d_bwd_data_convgemm_bf16emu",
+                                     runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kEmulated>>,
+                                     {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16emu(
+    "conv2d_bwd_weights_convgemm_bf16emu",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWith>>,
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16emu_nobias(
+    "conv2d_bwd_weights_convgemm_bf16emu_nobias",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kEmulated, Bias::kWithout>>,
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_bf16amx("conv2d_fwd_convgemm_bf16amx",
+                                runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWith>>,
+                                {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_bf16amx_nobias(
+    "conv2d_fwd_convgemm_bf16amx_nobias",
+    runtime::guarded<conv2d_fwd_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWithout>>,
+    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_bf16amx("conv2d_bwd_data_convgemm_bf16amx",
+                                     runtime::guarded<conv2d_bwd_data_bf16_cpu<kernels::cpu::Bf16Math::kAmx>>,
+                                     {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16amx(
+    "conv2d_bwd_weights_convgemm_bf16amx",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWith>>,
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_bf16amx_nobias(
+    "conv2d_bwd_weights_convgemm_bf16amx_nobias",
+    runtime::guarded<conv2d_bwd_weights_bf16_cpu<kernels::cpu::Bf16Math::kAmx, Bias::kWithout>>,
+    {STARPU_R, STARPU_R, STARPU_W});
 
 struct Bf16Codelets {
   runtime::Codelet *fwd, *fwd_nobias, *bwd_data, *bwd_weights, *bwd_weights_nobias;

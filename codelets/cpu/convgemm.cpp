@@ -143,7 +143,9 @@ Blocking whole_reduction_blocking(Blocking b, dim_t k) {
   b.kc = std::max<dim_t>(k, 1);
   return b;
 }
-Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) { return whole_reduction_blocking(default_blocking(mk), k); }
+Blocking whole_reduction_blocking(const MicroKernel& mk, dim_t k) {
+  return whole_reduction_blocking(default_blocking(mk), k);
+}
 
 // ---- Thread-local working memory ----
 
