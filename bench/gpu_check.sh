@@ -23,6 +23,8 @@
 #               bench/results/machines/<name>.tar.xz);
 #   cpu_scaling images/s of --scaling-model (resnet18_cifar10, batch 64) on 1, 2, 4, ... CPU workers up to the
 #               machine's cores, tiles = max(2, workers): every core of a real node;
+#   cpu_bf16    --scaling-model on every core in fp32 against --precision bf16-amx --conv auto (AMX's TDPBF16PS,
+#               which the GPU machines' Xeon hosts have; skipped where the CPU has no AMX-BF16): images/s and ratio;
 #   device_all  --device all (CPU and GPU workers, placed by dmdas) against --device cuda, on a model whose tasks
 #               a CPU core can take (--all-model resnet20_cifar10, batch 256, 8 tiles);
 #   cpu_vs_gpu  bench/gpu_vs_cpu.py: the weights that 3 training steps give on the GPU against the CPU's, per
@@ -93,7 +95,7 @@ for v in steps batch budget all_batch all_tiles all_steps; do
 done
 [ "$steps" -ge 2 ] || { echo "gpu_check.sh: --steps $steps, expected at least 2 (half of them untimed)" >&2; exit 2; }
 [ "$all_steps" -ge 2 ] || { echo "gpu_check.sh: --all-steps $all_steps, expected at least 2" >&2; exit 2; }
-known_parts=" test_cuda startup dtnn_resnet50 pytorch_resnet50 calibrate cpu_scaling device_cuda device_all cpu_vs_gpu "
+known_parts=" test_cuda startup dtnn_resnet50 pytorch_resnet50 calibrate cpu_scaling cpu_bf16 device_cuda device_all cpu_vs_gpu "
 if [ "$parts_list" != all ]; then
   for p in ${parts_list//,/ }; do
     [[ "$known_parts" == *" $p "* ]] ||
@@ -730,6 +732,50 @@ else
   done
   set_part cpu_scaling "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" model "$(js "$scaling_model")" \
     batch "$sb" cpu "$(js "$(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //')")" runs "$(ja "${rows[@]}")")"
+fi
+write_json running
+
+# ---- every core in fp32 against bf16 on AMX ----
+t0=$(date +%s)
+if ! runs_part cpu_bf16; then
+  :
+elif [ "$scaling_model" = none ]; then
+  set_part cpu_bf16 "$(jo status "$(js skipped)" reason "$(js "--scaling-model none")")"
+elif [ "$binaries_ok" != 1 ]; then
+  set_part cpu_bf16 "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
+else
+  cores=$(nproc)
+  sb=$([ "$rehearsal" = 1 ] && echo 8 || echo 64)
+  fields=()
+  st=pass
+  declare -A bf16_ips=()
+  for precision in fp32 bf16-amx; do
+    log="$work/cpu_bf16_$precision.log"
+    extra=()
+    [ "$precision" != fp32 ] && extra=(--precision "$precision" --conv auto)
+    run_limited "$(allow 60 60)" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$scaling_model" --dataset synthetic \
+      --batch-size "$sb" --synthetic-samples $(( sb * 2 )) --epochs 2 --steps-per-epoch 2 --tiles "$cores" --device cpu \
+      --workers 0 --quiet --report "$work/cpu_bf16_$precision.json" "${extra[@]}"
+    rc=$?
+    append_log "cpu_bf16 $precision" "$log"
+    if [ "$rc" = 0 ]; then
+      bf16_ips[$precision]="$(json_number "$work/cpu_bf16_$precision.json" images_per_second_after_first_epoch)"
+      fields+=("${precision//-/_}_images_per_second" "$(jn "${bf16_ips[$precision]}")")
+      say "cpu_bf16: $scaling_model batch $sb, $cores workers, $precision: ${bf16_ips[$precision]:-?} images/s"
+    elif [ "$precision" != fp32 ] && grep -q "AMX-BF16" "$log"; then
+      st=skipped
+      fields+=(reason "$(js "$(grep -m1 "AMX-BF16" "$log")")")
+      say "cpu_bf16: skipped, this CPU has no AMX-BF16"
+    else
+      st="$(failure_of "$rc")"
+      fields+=("${precision//-/_}_exit_code" "$rc" "${precision//-/_}_tail" "$(js "$(tail_of "$log" 20)")")
+      say "cpu_bf16: $precision: $st (exit $rc)"
+      break
+    fi
+  done
+  set_part cpu_bf16 "$(jo status "$(js "$st")" seconds "$(( $(date +%s) - t0 ))" model "$(js "$scaling_model")" \
+    batch "$sb" workers "$cores" bf16_amx_over_fp32 "$(jn "$(ratio "${bf16_ips[bf16-amx]:-}" "${bf16_ips[fp32]:-}")")" \
+    "${fields[@]}")"
 fi
 write_json running
 
