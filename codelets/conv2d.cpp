@@ -428,9 +428,9 @@ double time_algorithm(ConvAlgorithm algorithm, Precision precision, const Conv2d
 ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s, Precision precision) {
   static std::mutex mutex;
   static std::map<std::vector<int>, ConvAlgorithm> cache;
-  const std::vector<int> key{s.n,         s.c,        s.h,      s.w,       s.k,   s.r,   s.s,      s.stride_h,
-                             s.stride_w,  s.pad_top,  s.pad_bottom, s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups,
-                             static_cast<int>(precision)};
+  // The geometry and the precision: a layer is timed in the arithmetic it runs.
+  const std::vector<int> key{s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_bottom,
+                             s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, static_cast<int>(precision)};
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) {
     return it->second;
