@@ -1122,12 +1122,6 @@ void forward_with(const Geom& g, const float* x, const float* b, int relu, float
   }
 }
 
-template <typename PackWeights>
-void forward(const Geom& g, const float* x, const float* b, int relu, float* y, PackWeights&& pack_weights) {
-  const MicroKernel& mk = select_kernel(Pass::kFwd, g);
-  forward_with(g, x, b, relu, y, pack_weights, fp32_runner(mk, default_blocking(mk)));
-}
-
 // Backward-data of a stride-1 convolution is the forward convolution of dy by the weights flipped in both kernel
 // axes, with input and output channels swapped, and padding d(r-1) - pad on each side ("full" minus the forward's
 // padding). Run that way it takes the forward path (packing by shifted planes, tiles written straight into dx, no
@@ -1180,7 +1174,13 @@ void pack_flipped_weights(const float* wg, int cg, int rs, dim_t f0, dim_t fb, d
 
 }  // namespace
 
-void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
+namespace {
+
+// The forward pass of every precision: nothing to do without pixels or channels, depthwise convolutions by their
+// own loop (in fp32), else forward_with the weights packed row by row and run_for(geometry)'s runner.
+template <typename RunFor>
+void forward_pass(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y,
+                  RunFor&& run_for) {
   const Geom g(sh);
   if (g.npix == 0 || g.k <= 0) {
     return;
@@ -1189,8 +1189,21 @@ void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, 
     depthwise_fwd(g, x, w, b, relu, y);
     return;
   }
-  forward(g, x, b, relu, y, [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-    pack_matrix_rows(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.crs, f0, fb, p0, pb, out);
+  forward_with(
+      g, x, b, relu, y,
+      [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
+        pack_matrix_rows(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.crs, f0, fb, p0, pb,
+                         out);
+      },
+      run_for(g));
+}
+
+}  // namespace
+
+void conv2d_fwd_convgemm(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, float* y) {
+  forward_pass(sh, x, w, b, relu, y, [](const Geom& g) {
+    const MicroKernel& mk = select_kernel(Pass::kFwd, g);
+    return fp32_runner(mk, default_blocking(mk));
   });
 }
 
@@ -1314,14 +1327,15 @@ bool bwd_weights_without_gemm(const Conv2dShape& sh, const Geom& g, const float*
 
 }  // namespace
 
-void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
-  const Geom g(sh);
-  if (bwd_weights_without_gemm(sh, g, x, dy, dw, db)) {
-    return;
-  }
+namespace {
+
+// Backward-weights' GEMMs with the fp32 packers, group after group: dw(v = output channel, u = im2col row) over the
+// pixels, KC blocks of pixels visited in increasing order, each adding into dw (a fixed summation order). run is
+// the fp32 driver or AMX's (whose v side is rows of pairs, which the vdpbf16ps kernel's own packers do not make).
+template <typename Run>
+void backward_weights_with(const Conv2dShape& sh, const Geom& g, const float* x, const float* dy, float* dw,
+                           Run&& run) {
   const size_t w_group = static_cast<size_t>(g.kg) * g.crs;
-  const MicroKernel& mk = select_kernel(Pass::kBwdWeights, g);
-  const Blocking bs = default_blocking(mk);
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
     const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
@@ -1329,28 +1343,38 @@ void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const fl
     const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
       pack_nchw_channels(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
     };
-    // The KC blocks of pixels are visited in increasing order, each adding into dw: a fixed summation order.
     const auto store = [&](const MicroTile& t) {
       t.compute(dwg + static_cast<size_t>(t.v0) * g.crs + static_cast<size_t>(t.u0), static_cast<inc_t>(g.crs),
                 t.first ? 0.0f : 1.0f);
     };
     const auto crs = static_cast<dim_t>(g.crs);
     if (g.identity) {
-      gemm(
-          mk, bs, crs, g.kg, g.npix,
+      run(
+          crs, g.kg, g.npix,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_nchw_channels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
           },
           pack_dy, store);
     } else {
-      gemm(
-          mk, bs, crs, g.kg, g.npix,
+      run(
+          crs, g.kg, g.npix,
           [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
             pack_im2col_rows(g, xg, f0, fb, p0, pb, out);
           },
           pack_dy, store);
     }
   }
+}
+
+}  // namespace
+
+void conv2d_bwd_weights_convgemm(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
+  const Geom g(sh);
+  if (bwd_weights_without_gemm(sh, g, x, dy, dw, db)) {
+    return;
+  }
+  const MicroKernel& mk = select_kernel(Pass::kBwdWeights, g);
+  backward_weights_with(sh, g, x, dy, dw, fp32_runner(mk, default_blocking(mk)));
 }
 
 namespace {
@@ -1604,21 +1628,7 @@ auto bf16_runner(const Bf16Kernel& mk, const Blocking& bs) {
 void conv2d_fwd_convgemm_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu,
                               float* y, Bf16Math math) {
   const Bf16Kernel& mk = bf16_kernel(math);
-  const Geom g(sh);
-  if (g.npix == 0 || g.k <= 0) {
-    return;
-  }
-  if (g.depthwise()) {
-    depthwise_fwd(g, x, w, b, relu, y);
-    return;
-  }
-  forward_with(
-      g, x, b, relu, y,
-      [&](int grp, dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-        pack_matrix_rows(w + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.crs, g.crs, f0, fb, p0, pb,
-                         out);
-      },
-      bf16_runner(mk, mk.blocking));
+  forward_pass(sh, x, w, b, relu, y, [&](const Geom&) { return bf16_runner(mk, mk.blocking); });
 }
 
 void conv2d_bwd_data_convgemm_bf16(const Conv2dShape& sh, const float* dy, const float* w, float* dx,
@@ -1640,39 +1650,13 @@ void conv2d_bwd_weights_convgemm_bf16(const Conv2dShape& sh, const float* x, con
   if (bwd_weights_without_gemm(sh, g, x, dy, dw, db)) {
     return;
   }
-  const size_t w_group = static_cast<size_t>(g.kg) * g.crs;
-  const auto crs = static_cast<dim_t>(g.crs);
   if (mk.amx) {
-    // AMX's v side is rows of pairs: the fp32 packers and the tile driver, KC blocks added into dw in order.
-    for (int grp = 0; grp < sh.groups; ++grp) {
-      const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
-      const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
-      float* dwg = dw + static_cast<size_t>(grp) * w_group;
-      const auto pack_dy = [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-        pack_nchw_channels(dyg, g.y_sample, g.plane, f0, fb, p0, pb, out);
-      };
-      const auto store = [&](const MicroTile& t) {
-        t.compute(dwg + static_cast<size_t>(t.v0) * g.crs + static_cast<size_t>(t.u0), static_cast<inc_t>(g.crs),
-                  t.first ? 0.0f : 1.0f);
-      };
-      if (g.identity) {
-        gemm_bf16_tiles(
-            mk, mk.blocking, crs, g.kg, g.npix,
-            [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-              pack_nchw_channels(xg, g.x_sample, g.in_plane, f0, fb, p0, pb, out);
-            },
-            pack_dy, store);
-      } else {
-        gemm_bf16_tiles(
-            mk, mk.blocking, crs, g.kg, g.npix,
-            [&](dim_t f0, dim_t fb, dim_t p0, dim_t pb, const Panels& out) {
-              pack_im2col_rows(g, xg, f0, fb, p0, pb, out);
-            },
-            pack_dy, store);
-      }
-    }
+    // AMX's v side is rows of pairs: the fp32 packers and the tile driver.
+    backward_weights_with(sh, g, x, dy, dw, bf16_runner(mk, mk.blocking));
     return;
   }
+  const size_t w_group = static_cast<size_t>(g.kg) * g.crs;
+  const auto crs = static_cast<dim_t>(g.crs);
   for (int grp = 0; grp < sh.groups; ++grp) {
     const float* xg = x + static_cast<size_t>(grp) * static_cast<size_t>(g.cg) * g.in_plane;
     const float* dyg = dy + static_cast<size_t>(grp) * static_cast<size_t>(g.kg) * g.plane;
