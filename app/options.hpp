@@ -77,7 +77,7 @@ inline constexpr double kGbps = 1e9 / 8.0;
 inline constexpr double kMiB = 1024.0 * 1024.0;
 inline constexpr double kMicroseconds = 1e-6;
 
-const Names<ConvVariant>& conv_names();           // convgemm, im2col, winograd, auto
+const Names<ConvVariant>& conv_names();           // convgemm, im2col, winograd, auto, onednn
 const Names<runtime::Priorities>& priority_names();  // on, off
 const Names<codelets::Precision>& precision_names();  // fp32, bf16, bf16-emulated
 

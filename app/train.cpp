@@ -383,8 +383,8 @@ int run_train(TrainOptions o, bool benchmark) {
     fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
                data.train.name, data.train.size(), data.test.size(), t.model.summary());
     if (o.run.model.precision != codelets::Precision::kFp32) {
-      fmt::print("Precision: {} for the convolutions on CPU workers (every pass of convgemm and im2col layers, the "
-                 "weight gradients of Winograd's); dense layers and every other pass in fp32\n",
+      fmt::print("Precision: {} for the convolutions on CPU workers (every pass of convgemm, im2col and onednn layers, "
+                 "the weight gradients of Winograd's); dense layers and every other pass in fp32\n",
                  codelets::to_string(o.run.model.precision));
     }
     if (!t.restored_from.empty()) {

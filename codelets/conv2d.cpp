@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "codelets/cpu/convgemm.hpp"
+#include "codelets/cpu/onednn_conv.hpp"
 #include "codelets/cpu/winograd.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/machine.hpp"
 #ifdef DTNN_HAVE_CUDA
 #include "codelets/cuda/conv2d_cudnn.hpp"
 #include "runtime/cuda.hpp"
@@ -113,6 +115,29 @@ void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   } else {
     kernels::cpu::conv2d_bwd_weights_im2col(a.shape, x, dy, dw, db);
   }
+}
+
+// oneDNN's bf16 passes, buffers as above.
+template <Bias B>
+void conv2d_fwd_onednn_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kernels::cpu::conv2d_fwd_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
+                                       a.relu, runtime::vector_ptr(buffers[2]));
+}
+
+void conv2d_bwd_data_onednn_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  kernels::cpu::conv2d_bwd_data_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                            runtime::vector_ptr(buffers[2]));
+}
+
+template <Bias B>
+void conv2d_bwd_weights_onednn_cpu(void** buffers, void* cl_arg) {
+  const auto& a = runtime::task_args<ConvArgs>(cl_arg);
+  float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
+  kernels::cpu::conv2d_bwd_weights_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]),
+                                               runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), db);
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -275,6 +300,21 @@ struct Bf16Codelets {
   runtime::Codelet *fwd, *fwd_nobias, *bwd_data, *bwd_weights, *bwd_weights_nobias;
 };
 
+// oneDNN: CPU bodies only, one set whatever the bf16 precision (oneDNN picks its kernels for the CPU).
+runtime::Codelet cl_fwd_onednn("conv2d_fwd_onednn_bf16", runtime::guarded<conv2d_fwd_onednn_cpu<Bias::kWith>>,
+                               {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_onednn_nobias("conv2d_fwd_onednn_bf16_nobias",
+                                      runtime::guarded<conv2d_fwd_onednn_cpu<Bias::kWithout>>,
+                                      {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_onednn("conv2d_bwd_data_onednn_bf16", runtime::guarded<conv2d_bwd_data_onednn_cpu>,
+                                    {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_onednn("conv2d_bwd_weights_onednn_bf16",
+                                       runtime::guarded<conv2d_bwd_weights_onednn_cpu<Bias::kWith>>,
+                                       {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_onednn_nobias("conv2d_bwd_weights_onednn_bf16_nobias",
+                                              runtime::guarded<conv2d_bwd_weights_onednn_cpu<Bias::kWithout>>,
+                                              {STARPU_R, STARPU_R, STARPU_W});
+
 // The codelets of a bf16 precision (not fp32).
 Bf16Codelets bf16_codelets(Precision p) {
   if (p == Precision::kBf16) {
@@ -307,6 +347,13 @@ void check_fits(const TaskTag& tag, ConvAlgorithm a, const Conv2dShape& shape) {
   }
 }
 
+// oneDNN's codelets compute in bf16 only: a layer checks its precision before choosing them.
+void check_onednn(const TaskTag& tag, ConvAlgorithm a, Precision p) {
+  if (a == ConvAlgorithm::kOneDnn && (p == Precision::kFp32 || p == Precision::kBf16Emulated)) {
+    throw std::logic_error(std::string(tag.layer) + ": onednn in precision " + to_string(p));
+  }
+}
+
 ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int relu) {
   ConvArgs a{shape, relu};
   a.shape.n = static_cast<int>(batch.tile_range(tile).count);
@@ -330,11 +377,14 @@ const char* to_string(ConvAlgorithm a) {
     case ConvAlgorithm::kConvgemm: return "convgemm";
     case ConvAlgorithm::kIm2col: return "im2col";
     case ConvAlgorithm::kWinograd: return "winograd";
+    case ConvAlgorithm::kOneDnn: return "onednn";
   }
   return "?";
 }
 
 bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape) {
+  // A simulation runs no codelet (its tasks take calibrated times): oneDNN need not be there.
+  if (a == ConvAlgorithm::kOneDnn) return runtime::simulated() || kernels::cpu::onednn_bf16_fits(shape);
   return a != ConvAlgorithm::kWinograd || kernels::cpu::winograd_fits(shape);
 }
 
@@ -344,11 +394,13 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
                        const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile, Precision precision) {
   check_same_tiling(tag, x, y);
   check_fits(tag, algorithm, shape);
+  check_onednn(tag, algorithm, precision);
   const ConvArgs a = tile_args(shape, x, tile, relu);
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  runtime::Codelet& cl = !bf16_pass(precision, algorithm) ? pick(kFwd, algorithm, b)
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? (b != nullptr ? cl_fwd_onednn : cl_fwd_onednn_nobias)
+                         : !bf16_pass(precision, algorithm) ? pick(kFwd, algorithm, b)
                          : b != nullptr                      ? *bf16_codelets(precision).fwd
                                                              : *bf16_codelets(precision).fwd_nobias;
   runtime::submit_task(cl, task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
@@ -358,9 +410,11 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
                             const Tensor& w, Tensor& dx, int tile, Precision precision) {
   check_same_tiling(tag, dy, dx);
   check_fits(tag, algorithm, shape);
+  check_onednn(tag, algorithm, precision);
   const ConvArgs a = tile_args(shape, dx, tile, 0);
   std::string name;
-  runtime::Codelet& cl = bf16_pass(precision, algorithm)        ? *bf16_codelets(precision).bwd_data
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn    ? cl_bwd_data_onednn
+                         : bf16_pass(precision, algorithm)      ? *bf16_codelets(precision).bwd_data
                          : algorithm == ConvAlgorithm::kConvgemm ? cl_bwd_data_convgemm
                          : algorithm == ConvAlgorithm::kWinograd ? cl_bwd_data_winograd
                                                                  : cl_bwd_data_im2col;
@@ -372,11 +426,14 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
 void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
                                const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile, Precision precision) {
   check_same_tiling(tag, x, dy);
+  check_onednn(tag, algorithm, precision);
   const ConvArgs a = tile_args(shape, x, tile, 0);
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  runtime::Codelet& cl = precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn
+                             ? (db_tiles != nullptr ? cl_bwd_weights_onednn : cl_bwd_weights_onednn_nobias)
+                         : precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
                          : db_tiles != nullptr          ? *bf16_codelets(precision).bwd_weights
                                                         : *bf16_codelets(precision).bwd_weights_nobias;
   runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
@@ -396,7 +453,11 @@ double time_algorithm(ConvAlgorithm algorithm, Precision precision, const Conv2d
   // The first round warms caches and packing buffers; the best of the others is the estimate.
   for (int round = 0; round < 3; ++round) {
     const auto start = Clock::now();
-    if (bf16 && algorithm == ConvAlgorithm::kConvgemm) {
+    if (algorithm == ConvAlgorithm::kOneDnn) {
+      kernels::cpu::conv2d_fwd_onednn_bf16(s, x.data(), w.data(), nullptr, 0, y.data());
+      kernels::cpu::conv2d_bwd_data_onednn_bf16(s, y.data(), w.data(), x.data());
+      kernels::cpu::conv2d_bwd_weights_onednn_bf16(s, x.data(), y.data(), dw.data(), nullptr);
+    } else if (bf16 && algorithm == ConvAlgorithm::kConvgemm) {
       kernels::cpu::conv2d_fwd_convgemm_bf16(s, x.data(), w.data(), nullptr, 0, y.data(), math);
       kernels::cpu::conv2d_bwd_data_convgemm_bf16(s, y.data(), w.data(), x.data(), math);
       kernels::cpu::conv2d_bwd_weights_convgemm_bf16(s, x.data(), y.data(), dw.data(), nullptr, math);
@@ -443,8 +504,14 @@ ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s, Precision precision) 
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
   ConvAlgorithm best = ConvAlgorithm::kConvgemm;
   double best_time = time_algorithm(best, precision, s, x, w, y, dw);
-  for (ConvAlgorithm other : {ConvAlgorithm::kIm2col, ConvAlgorithm::kWinograd}) {
-    if (!conv_algorithm_fits(other, s) || (other == ConvAlgorithm::kIm2col && precision != Precision::kFp32)) continue;
+  // oneDNN in bf16 and bf16-amx (not in fp32, where it is slower than convgemm and Winograd, docs/design.md, nor in
+  // bf16-emulated, whose bits it does not give).
+  const bool onednn = precision == Precision::kBf16 || precision == Precision::kBf16Amx;
+  for (ConvAlgorithm other : {ConvAlgorithm::kIm2col, ConvAlgorithm::kWinograd, ConvAlgorithm::kOneDnn}) {
+    if ((other == ConvAlgorithm::kOneDnn && !onednn) ||
+        (other == ConvAlgorithm::kIm2col && precision != Precision::kFp32) || !conv_algorithm_fits(other, s)) {
+      continue;
+    }
     const double t = time_algorithm(other, precision, s, x, w, y, dw);
     if (t < best_time) {
       best = other;

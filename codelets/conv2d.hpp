@@ -15,7 +15,9 @@ namespace dtnn::codelets {
 // epilogue; im2col in a pass over the tile's output).
 // In bf16 (either kind), convgemm's and im2col's forward and backward-data are convgemm's bf16 passes
 // ("conv2d_fwd_convgemm_bf16[_nobias]", "conv2d_bwd_data_convgemm_bf16", "..._bf16emu"), on CPU workers only;
-// Winograd's stay fp32 (bf16 inside its transforms has had no accuracy study yet: docs/design.md).
+// Winograd's stay fp32 (bf16 inside its transforms has had no accuracy study yet: docs/design.md). The onednn
+// algorithm (bf16 and bf16-amx only) runs oneDNN's bf16 passes ("conv2d_fwd_onednn_bf16[_nobias]",
+// "conv2d_bwd_data_onednn_bf16", "conv2d_bwd_weights_onednn_bf16[_nobias]"), on CPU workers only.
 void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape,
                        const Tensor& x, const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile,
                        Precision precision = Precision::kFp32);
@@ -29,14 +31,16 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
                                const Tensor& x, const Tensor& dy, Tensor& dw_tiles, Tensor* db_tiles, int tile,
                                Precision precision = Precision::kFp32);
 
-// Whether the algorithm computes this geometry (Winograd: kernels::cpu::winograd_fits; the others: every one).
+// Whether the algorithm computes this geometry (Winograd: kernels::cpu::winograd_fits; onednn:
+// kernels::cpu::onednn_bf16_fits, or any in a simulation; the others: every one).
 bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape);
 
 // Runs one forward and both backward passes of each algorithm that fits on random data of the given geometry on this
 // thread and returns the fastest (PyDTNN's BestOf, forward and backward together). Results are cached per
 // geometry and precision, so layers of the same shape are timed once. In bf16 the passes timed are those a layer
 // of that precision runs (above): convgemm in bf16 against Winograd in fp32 with bf16 weight gradients, per layer
-// (im2col would run convgemm's bf16 passes too, so it is not a candidate).
+// (im2col would run convgemm's bf16 passes too, so it is not a candidate), and in bf16 and bf16-amx oneDNN's bf16
+// passes where it fits.
 ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& shape, Precision precision = Precision::kFp32);
 
 }  // namespace dtnn::codelets

@@ -11,6 +11,7 @@ enum class ConvAlgorithm {
   kIm2col,    // explicit im2col + bli_sgemm (the baseline)
   kWinograd,  // Winograd F(2x2, 3x3) forward and backward-data (3x3 stride-1 shapes only:
               // kernels::cpu::winograd_fits); backward-weights by convgemm
+  kOneDnn,    // oneDNN's bf16 convolutions, all three passes (bf16 and bf16-amx only; codelets/cpu/onednn_conv.hpp)
 };
 
 const char* to_string(ConvAlgorithm a);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "codelets/conv2d.hpp"
+#include "codelets/cpu/onednn_conv.hpp"
 #include "codelets/cpu/winograd.hpp"
 #include "layers/init.hpp"
 #include "runtime/codelet.hpp"
@@ -19,16 +20,18 @@ const char* to_string(ConvVariant v) {
     case ConvVariant::kIm2col: return "im2col";
     case ConvVariant::kWinograd: return "winograd";
     case ConvVariant::kAuto: return "auto";
+    case ConvVariant::kOneDnn: return "onednn";
   }
   return "?";
 }
 
 ConvVariant parse_conv_variant(const std::string& name, const std::string& option) {
-  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kWinograd, ConvVariant::kAuto}) {
+  for (ConvVariant v : {ConvVariant::kConvgemm, ConvVariant::kIm2col, ConvVariant::kWinograd, ConvVariant::kAuto,
+                        ConvVariant::kOneDnn}) {
     if (name == to_string(v)) return v;
   }
   throw InvalidArgument(fmt::format(
-      "{}: unknown convolution variant '{}', expected convgemm, im2col, winograd or auto", option, name));
+      "{}: unknown convolution variant '{}', expected convgemm, im2col, winograd, auto or onednn", option, name));
 }
 
 codelets::Precision parse_precision(const std::string& name, const std::string& option) {
@@ -53,6 +56,20 @@ void check_precision_runs(codelets::Precision p, const std::string& option) {
         "{}: bf16-amx needs AMX-BF16 (TDPBF16PS) with Linux's permission to use its tiles, which this CPU {}, "
         "expected an Intel Sapphire Rapids or later, or bf16 (AVX512-BF16) or bf16-emulated",
         option, cpu_isa_setting().capped() ? "may not use under DTNN_MAX_CPU_ISA" : "or this kernel lacks"));
+  }
+}
+
+void check_variant_runs(ConvVariant v, codelets::Precision p, const std::string& option) {
+  if (v != ConvVariant::kOneDnn) return;
+  if (p != codelets::Precision::kBf16 && p != codelets::Precision::kBf16Amx) {
+    throw InvalidArgument(fmt::format("{}: onednn computes in bf16 only, and the precision is {}, expected "
+                                      "--precision bf16 or bf16-amx (or another --conv)",
+                                      option, codelets::to_string(p)));
+  }
+  if (!runtime::simulated() && !kernels::cpu::onednn_built()) {
+    throw InvalidArgument(fmt::format("{}: onednn, but this dtnn was built without oneDNN (libdnnl-dev, which "
+                                      "scripts/setup.sh installs), expected a build with it or another --conv",
+                                      option));
   }
 }
 
@@ -106,6 +123,10 @@ std::string Conv2d::algorithm() const {
     return winograd_min_batch_ > 1 ? fmt::format("winograd ({}+ samples/tile)", winograd_min_batch_)
                                    : std::string("winograd");
   }
+  if (options_.variant_ == ConvVariant::kOneDnn && weight_ != nullptr &&
+      !codelets::conv_algorithm_fits(codelets::ConvAlgorithm::kOneDnn, shape_)) {
+    return "onednn: convgemm";
+  }
   if (options_.variant_ != ConvVariant::kAuto) return to_string(options_.variant_);
   return decided_ ? fmt::format("auto: {}", codelets::to_string(algorithm_)) : std::string("auto");
 }
@@ -119,7 +140,9 @@ void Conv2d::set_precision(codelets::Precision p) {
 void Conv2d::set_variant(ConvVariant v) {
   options_.variant_ = v;
   decided_ = 0;
-  algorithm_ = v == ConvVariant::kIm2col ? codelets::ConvAlgorithm::kIm2col : codelets::ConvAlgorithm::kConvgemm;
+  algorithm_ = v == ConvVariant::kIm2col   ? codelets::ConvAlgorithm::kIm2col
+               : v == ConvVariant::kOneDnn ? codelets::ConvAlgorithm::kOneDnn
+                                           : codelets::ConvAlgorithm::kConvgemm;
   choose_winograd();
 }
 
@@ -132,6 +155,16 @@ void Conv2d::choose_winograd() {
 }
 
 codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x, int tile) {
+  // oneDNN where it serves the geometry (every one on an AVX-512 CPU), convgemm elsewhere.
+  if (options_.variant_ == ConvVariant::kOneDnn) {
+    if (!decided_) {
+      check_variant_runs(options_.variant_, options_.precision_, fmt::format("Conv2d {}", name()));
+      decided_ = 1;
+    }
+    return codelets::conv_algorithm_fits(codelets::ConvAlgorithm::kOneDnn, shape_)
+               ? codelets::ConvAlgorithm::kOneDnn
+               : codelets::ConvAlgorithm::kConvgemm;
+  }
   // A Winograd layer's tiles of fewer samples than pay (their weight transform would cost more than it saves).
   if (options_.variant_ == ConvVariant::kWinograd && algorithm_ == codelets::ConvAlgorithm::kWinograd &&
       x.tile_range(tile).count < winograd_min_batch_) {

@@ -11,16 +11,19 @@ namespace dtnn {
 // How a Conv2d computes: convgemm (no workspace), explicit im2col + sgemm, winograd (Winograd F(2x2, 3x3) for the
 // forward and backward-data passes of a layer it serves, 3x3 stride 1, and convgemm for everything else), or
 // auto, which times each that fits on the first batch of each shape (forward and backward together) and keeps
-// the fastest.
-enum class ConvVariant { kConvgemm, kIm2col, kWinograd, kAuto };
+// the fastest; or onednn, oneDNN's bf16 convolutions (precisions bf16 and bf16-amx only, in builds with oneDNN:
+// codelets/cpu/onednn_conv.hpp), convgemm for a geometry oneDNN does not serve.
+enum class ConvVariant { kConvgemm, kIm2col, kWinograd, kAuto, kOneDnn };
 
 const char* to_string(ConvVariant v);
-// "convgemm", "im2col", "winograd" or "auto"; InvalidArgument naming `option` otherwise.
+// "convgemm", "im2col", "winograd", "auto" or "onednn"; InvalidArgument naming `option` otherwise.
 ConvVariant parse_conv_variant(const std::string& name, const std::string& option);
 // "fp32", "bf16" or "bf16-emulated"; InvalidArgument naming `option` otherwise.
 codelets::Precision parse_precision(const std::string& name, const std::string& option);
 // InvalidArgument naming `option` for bf16 on a CPU without AVX512-BF16 (or with DTNN_MAX_CPU_ISA below avx512).
 void check_precision_runs(codelets::Precision p, const std::string& option);
+// InvalidArgument naming `option` for onednn in fp32 or bf16-emulated, or in a build without oneDNN.
+void check_variant_runs(ConvVariant v, codelets::Precision p, const std::string& option);
 
 struct Conv2dOptions {
   Conv2dOptions(int in_channels, int out_channels, int kernel_size)

@@ -66,6 +66,7 @@ models::ModelInfo zoo_model_info(const ZooModelOptions& options) {
 Sequential build_zoo_model(const ZooModelOptions& options, std::uint64_t seed) {
   const models::ModelInfo info = zoo_model_info(options);
   check_precision_runs(options.precision, "--precision");
+  check_variant_runs(options.conv, options.precision, "--conv");
   Sequential model = info.make();
   for (std::size_t i = 0; i < model.size(); ++i) set_conv_variant(model.layer(i), options.conv, options.precision);
   model.fusion(options.fusion);

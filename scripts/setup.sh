@@ -37,7 +37,7 @@ esac
 packages=(
   build-essential cmake pkg-config
   libhwloc-dev libfxt-dev
-  libblis-dev
+  libblis-dev libdnnl-dev
   libopenmpi-dev openmpi-bin
   libhdf5-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -62,7 +62,7 @@ fi
 # and tcmalloc for PyTorch at its best in bench/compare_pytorch.py (glibc's malloc page-faults its tensors in every
 # step).
 if [ "$action" = bench ]; then
-  packages+=(libdnnl-dev hdf5-tools libstarpu-dev python3-matplotlib libjemalloc2 libgoogle-perftools4)
+  packages+=(hdf5-tools libstarpu-dev python3-matplotlib libjemalloc2 libgoogle-perftools4)
 fi
 
 # Where the time goes: phase NAME closes the phase begun at the previous call (or the start), and `test` prints the

@@ -600,10 +600,10 @@ TEST(CliTest, Bf16TrainsAsFp32DoesOnFashionMnist) {
     CliRun run;
     double loss = 0.0, accuracy = 0.0;
   };
-  const auto trained = [&](const std::string& precision) {
-    const fs::path report = temp_path("converge-" + precision + ".json");
+  const auto trained = [&](const std::string& precision, const std::string& conv = "convgemm") {
+    const fs::path report = temp_path("converge-" + precision + conv + ".json");
     Result r{dtnn("train --model simplecnn --epochs 1 --seed 1 --train-samples 3200 --test-samples 1000 "
-                  "--conv convgemm --quiet --precision " + precision + " --report " + report.string())};
+                  "--quiet --conv " + conv + " --precision " + precision + " --report " + report.string())};
     if (r.run.status == 0) {
       const auto doc = read_json(report);
       r.loss = doc.at("test_loss").get<double>();
@@ -625,11 +625,51 @@ TEST(CliTest, Bf16TrainsAsFp32DoesOnFashionMnist) {
     bf16 = trained("bf16-emulated");  // the same bits, slowly
   }
   check("bf16", bf16);
+  if (bf16.run.output.find("bf16-emulated") == std::string::npos) {
+    check("bf16, onednn", trained("bf16", "onednn"));  // oneDNN's kernels, where there is AVX512-BF16
+  }
   const Result amx = trained("bf16-amx");
   if (amx.run.status != 0 && amx.run.output.find("AMX-BF16") != std::string::npos) {
     return;  // no AMX here: bf16 above is the test
   }
   check("bf16-amx", amx);
+}
+
+// --conv onednn (oneDNN's bf16 convolutions, issue 37): the same weights on one worker or two, other weights than
+// convgemm's bf16 (other sums); asked in fp32 or bf16-emulated, a clear error naming the option.
+TEST(CliTest, OneDnnTrainsTheSameWeightsOnAnyWorkerCountAndOnlyInBf16) {
+  const std::string run = "train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 48 --batch-size 16 "
+                          "--steps-per-epoch 3 --seed 2 --tiles 2 --quiet --no-test";
+  for (const char* precision : {"fp32", "bf16-emulated"}) {
+    const CliRun wrong = dtnn(run + " --conv onednn --precision " + precision);
+    EXPECT_EQ(wrong.status, 2) << wrong.output;
+    EXPECT_NE(wrong.output.find(std::string("--conv: onednn computes in bf16 only, and the precision is ") +
+                                precision),
+              std::string::npos)
+        << wrong.output;
+  }
+  const auto trained = [&](const std::string& conv, int workers) {
+    const fs::path report = temp_path("onednn-" + conv + std::to_string(workers) + ".json");
+    const CliRun r = dtnn(run + " --precision bf16 --conv " + conv + " --workers " + std::to_string(workers) +
+                          " --report " + report.string());
+    std::string sum = r.status == 0 ? weights_checksum(report) : std::string();
+    fs::remove(report);
+    return std::make_pair(r, sum);
+  };
+  const auto [one_run, one] = trained("onednn", 1);
+  if (one_run.status != 0 && one_run.output.find("AVX512-BF16") != std::string::npos) {
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: --precision bf16 does not run";
+  }
+  if (one_run.status != 0 && one_run.output.find("built without oneDNN") != std::string::npos) {
+    GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  }
+  ASSERT_EQ(one_run.status, 0) << one_run.output;
+  const auto [two_run, two] = trained("onednn", 2);
+  ASSERT_EQ(two_run.status, 0) << two_run.output;
+  EXPECT_EQ(two, one) << "onednn with 2 workers against 1";
+  const auto [convgemm_run, convgemm] = trained("convgemm", 2);
+  ASSERT_EQ(convgemm_run.status, 0) << convgemm_run.output;
+  EXPECT_NE(convgemm, one) << "oneDNN's sums are its own";
 }
 
 // A resumed run says where it resumed: a --resume that trained from scratch with the same seed would end on the same

@@ -18,6 +18,7 @@
 #include "codelets/cpu/bf16.hpp"
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/convgemm_ukernels.hpp"
+#include "codelets/cpu/onednn_conv.hpp"
 #include "conv_reference.hpp"
 #include "core/cpu_features.hpp"
 #include "core/errors.hpp"
@@ -387,6 +388,74 @@ TEST_P(Bf16ConvTest, AmxPassesAreTheDoubleSumsOfBf16RoundedInputs) {
   auto y_again = nan_vector(y.size());
   conv2d_fwd_convgemm_bf16(sh, x.data(), w.data(), nullptr, 0, y_again.data(), Bf16Math::kAmx);
   EXPECT_TRUE(bitwise_equal(y_again, y));
+}
+
+// oneDNN's bf16 passes (onednn_conv.hpp), with the bias and ReLU of the forward pass and the bias gradient: the double
+// sums of the rounded inputs as every bf16 pass, and the same bits call after call. Skipped in a build without
+// oneDNN; where oneDNN has no bf16 convolution for the CPU, calling it is an error naming the geometry.
+TEST_P(Bf16ConvTest, OneDnnPassesAreTheDoubleSumsOfBf16RoundedInputs) {
+  const Conv2dShape& sh = GetParam().shape;
+  if (!onednn_built()) {
+    GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  }
+  const auto x = random_vector(x_size(sh), 71);
+  const auto w = random_vector(w_size(sh), 72);
+  const auto b = random_vector(static_cast<std::size_t>(sh.k), 73);
+  const auto dy = random_vector(y_size(sh), 74);
+  auto y = nan_vector(y_size(sh));
+  auto dx = nan_vector(x_size(sh));
+  auto dw = nan_vector(w_size(sh));
+  auto db = nan_vector(static_cast<std::size_t>(sh.k));
+  if (!onednn_bf16_fits(sh)) {
+    EXPECT_THROW(conv2d_fwd_onednn_bf16(sh, x.data(), w.data(), nullptr, 0, y.data()), InvalidArgument);
+    GTEST_SKIP() << "oneDNN has no bf16 convolution on this CPU";
+  }
+  const auto xr = rounded(x);
+  const auto wr = rounded(w);
+  const auto dyr = rounded(dy);
+  conv2d_fwd_onednn_bf16(sh, x.data(), w.data(), b.data(), 1, y.data());
+  conv2d_bwd_data_onednn_bf16(sh, dy.data(), w.data(), dx.data());
+  conv2d_bwd_weights_onednn_bf16(sh, x.data(), dy.data(), dw.data(), db.data());
+  const auto check = [&](const std::vector<float>& got, double macs, std::uint32_t seed, auto&& reference) {
+    const auto idx = checked_elements(got.size(), macs, seed);
+    std::vector<double> ref(idx.size());
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      ref[j] = reference(idx[j]);
+    }
+    return matches_at(got, idx, ref, kRtol);
+  };
+  const double taps = static_cast<double>(sh.r) * sh.s;
+  const std::size_t plane = static_cast<std::size_t>(sh.out_h()) * sh.out_w();
+  EXPECT_TRUE(check(y, sh.c / sh.groups * taps, 75, [&](std::size_t i) {
+    return std::max(0.0, reference_y(sh, xr, wr, i) + b[i / plane % static_cast<std::size_t>(sh.k)]);
+  })) << "forward, bias and ReLU";
+  EXPECT_TRUE(check(dx, sh.k / sh.groups * taps, 76, [&](std::size_t i) { return reference_dx(sh, dyr, wr, i); }))
+      << "backward-data";
+  EXPECT_TRUE(check(dw, static_cast<double>(sh.n) * plane, 77,
+                    [&](std::size_t i) { return reference_dw(sh, xr, dyr, i); }))
+      << "backward-weights";
+  // The test can tell: unrounded inputs are further from the reference than the tolerance.
+  const auto idx = checked_elements(w_size(sh), static_cast<double>(sh.n) * plane, 77);
+  std::vector<double> unrounded(idx.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    unrounded[j] = reference_dw(sh, x, dy, idx[j]);
+  }
+  EXPECT_FALSE(matches_at(dw, idx, unrounded, kRtol)) << "the inputs were not rounded to bf16";
+  std::vector<double> ref_db(static_cast<std::size_t>(sh.k), 0.0);
+  for (std::size_t yi = 0; yi < dy.size(); ++yi) {
+    ref_db[yi / plane % static_cast<std::size_t>(sh.k)] += dyr[yi];
+  }
+  EXPECT_TRUE(test::all_close(db, ref_db, 1e-5)) << "db: the sums of dy rounded to bf16";
+  // Deterministic: the same bits again, on every pass.
+  auto y_again = nan_vector(y.size());
+  auto dx_again = nan_vector(dx.size());
+  auto dw_again = nan_vector(dw.size());
+  conv2d_fwd_onednn_bf16(sh, x.data(), w.data(), b.data(), 1, y_again.data());
+  conv2d_bwd_data_onednn_bf16(sh, dy.data(), w.data(), dx_again.data());
+  conv2d_bwd_weights_onednn_bf16(sh, x.data(), dy.data(), dw_again.data(), nullptr);
+  EXPECT_TRUE(bitwise_equal(y_again, y));
+  EXPECT_TRUE(bitwise_equal(dx_again, dx));
+  EXPECT_TRUE(bitwise_equal(dw_again, dw)) << "without the bias gradient, the same weight gradients";
 }
 
 // A batch's tiles compute the forward pass the whole batch computes, bit for bit (each output's reduction is its own,
