@@ -58,7 +58,7 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
   app->add_flag("--normalize", run.data.normalize, "per-channel normalisation with the training set's mean and std");
   add_named(app, "--conv", run.model.conv, conv_names(),
             "convolution algorithm: convgemm, im2col, winograd (Winograd F(2x2,3x3) for 3x3 stride-1 layers, "
-            "convgemm for the rest), auto (times each that fits, per shape) or onednn (oneDNN's bf16 convolutions: "
+            "convgemm for the rest), auto (times each that fits, per shape and pass) or onednn (oneDNN's bf16 convolutions: "
             "--precision bf16 or bf16-amx only)");
   add_named(app, "--precision", run.model.precision, precision_names(),
             "arithmetic of the convolutions: fp32; bf16 (inputs rounded to bf16, fp32 sums, AVX512-BF16 on CPU "

@@ -301,6 +301,12 @@ std::optional<io::Dataset> validation_set(const TrainOptions& o, io::TrainTest& 
   return std::nullopt;
 }
 
+// Each convolution layer's algorithm as it ran (under --conv auto: what it measured, pass by pass), by layer name.
+void add_conv_algorithms(Layer& layer, nlohmann::json& out) {
+  if (const auto* conv = dynamic_cast<const Conv2d*>(&layer)) out[layer.name()] = conv->algorithm();
+  for (Layer* child : layer.children()) add_conv_algorithms(*child, out);
+}
+
 // After training: the test set's metrics, every rank's weights checksum, and (on rank 0) the summary, the history
 // and the report.
 void finish(const TrainOptions& o, bool benchmark, const models::ModelInfo& info, const io::TrainTest& data,
@@ -321,6 +327,9 @@ void finish(const TrainOptions& o, bool benchmark, const models::ModelInfo& info
   if (!o.run.report.empty()) {
     nlohmann::json run = run_facts(o, info, data, model, engine, optimizer, mpi);
     run["step_seconds"] = steps.seconds();
+    nlohmann::json algorithms = nlohmann::json::object();
+    for (std::size_t i = 0; i < model.size(); ++i) add_conv_algorithms(model.layer(i), algorithms);
+    run["conv_algorithms"] = std::move(algorithms);
     write_train_report(o.run.report, std::move(run), history, test, checksums, memory);
   }
 }

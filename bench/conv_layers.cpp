@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codelets/cpu/convgemm.hpp"
+#include "codelets/cpu/onednn_conv.hpp"
 #include "codelets/cpu/winograd.hpp"
 #include "codelets/cpu/kernels.hpp"
 #include "core/blis_arch.hpp"
@@ -119,8 +120,10 @@ enum Pass { kFwd, kBwdData, kBwdWeights, kPasses };
 const char* const kPassNames[kPasses] = {"fwd", "bwd_data", "bwd_weights"};
 
 // winograd: forward and backward-data of the 3x3 stride-1 layers only (codelets/cpu/winograd.hpp).
-enum Impl { kConvgemm, kIm2col, kOneDnn, kSgemm, kWinograd, kConvgemmBf16, kImpls };
-const char* const kImplNames[kImpls] = {"convgemm", "im2col", "onednn", "sgemm", "winograd", "convgemm_bf16"};
+// onednn_bf16: dtnn's oneDNN codelets (--conv onednn: fp32 NCHW in and out, reordered to oneDNN's blocked bf16).
+enum Impl { kConvgemm, kIm2col, kOneDnn, kSgemm, kWinograd, kConvgemmBf16, kOneDnnBf16, kImpls };
+const char* const kImplNames[kImpls] = {"convgemm", "im2col", "onednn", "sgemm", "winograd", "convgemm_bf16",
+                                        "onednn_bf16"};
 
 struct GemmDims {
   dim_t m, n, k;
@@ -309,6 +312,21 @@ std::vector<double> measure(const Conv2dShape& sh, Pass pass, Tensors& t, int ru
       }
       break;
   }
+  if (bf16 != "off" && k::onednn_bf16_fits(sh)) {
+    switch (pass) {
+      case kFwd:
+        impl[kOneDnnBf16] = [&] { k::conv2d_fwd_onednn_bf16(sh, t.x.data(), t.w.data(), t.b.data(), 0, t.y.data()); };
+        break;
+      case kBwdData:
+        impl[kOneDnnBf16] = [&] { k::conv2d_bwd_data_onednn_bf16(sh, t.dy.data(), t.w.data(), t.dx.data()); };
+        break;
+      default:
+        impl[kOneDnnBf16] = [&] {
+          k::conv2d_bwd_weights_onednn_bf16(sh, t.x.data(), t.dy.data(), t.dw.data(), t.db.data());
+        };
+        break;
+    }
+  }
   impl[kOneDnn] = onednn;
   const GemmDims d = gemm_dims(sh, pass);
   auto a = random_floats(static_cast<std::size_t>(d.m * d.k), 5);
@@ -420,6 +438,7 @@ struct Totals {
   std::vector<double> ratios[kPasses][3];            // per layer: convgemm over im2col, oneDNN, sgemm
   std::vector<double> bf16_ratios[kPasses];          // per pass and layer: convgemm's bf16 over fp32 GFLOP/s
   double bf16_best_fp32_seconds[kPasses] = {};       // per pass: the faster of fp32 convgemm and Winograd, weighted
+  double best_bf16_seconds[kPasses] = {};            // per pass: the faster of convgemm's and oneDNN's bf16, weighted
   double weighted_seconds[kPasses][kImpls] = {};     // each layer's time x its multiplicity
   double variant_seconds[kPasses] = {};              // the same for --conv winograd (convgemm where it does not serve)
 };
@@ -524,6 +543,16 @@ nlohmann::json measure_layer(const Layer& layer, const Args& a, Totals& totals) 
       jp["bf16_error"] = error;
       bf16_cell = fmt::format("  bf16 {:.1f} GFLOP/s, {:.2f}x fp32, {:.2f}x best fp32, error {:.1e}",
                               gflops[kConvgemmBf16], ratio, fp32_best / seconds[kConvgemmBf16], error);
+      double best_bf16 = seconds[kConvgemmBf16];
+      if (std::isfinite(seconds[kOneDnnBf16])) {
+        best_bf16 = std::min(best_bf16, seconds[kOneDnnBf16]);
+        jp["onednn_bf16_impl"] = k::onednn_bf16_impl(sh, static_cast<k::ConvPass>(p));
+        jp["onednn_bf16_over_convgemm_bf16"] = seconds[kConvgemmBf16] / seconds[kOneDnnBf16];
+        bf16_cell += fmt::format("; oneDNN bf16 {:.1f} GFLOP/s ({:.2f}x convgemm's, {})", gflops[kOneDnnBf16],
+                                 seconds[kConvgemmBf16] / seconds[kOneDnnBf16],
+                                 k::onednn_bf16_impl(sh, static_cast<k::ConvPass>(p)));
+      }
+      totals.best_bf16_seconds[p] += layer.multiplicity * best_bf16;
     }
     jl["passes"][kPassNames[p]] = jp;
     // Winograd's GFLOP/s are effective: the direct convolution's flops over its time.
@@ -582,6 +611,15 @@ void summarize(const Totals& totals, std::size_t layers, nlohmann::json& doc) {
                p == 0 || totals.bf16_ratios[p - 1].empty() ? "\n" : "", kPassNames[p], med, total, best);
     doc["bf16"][kPassNames[p]] = {
         {"median_bf16_over_fp32", med}, {"ratio_of_totals", total}, {"ratio_of_totals_over_best_fp32", best}};
+    if (totals.weighted_seconds[p][kOneDnnBf16] > 0.0) {
+      const double dnn = totals.weighted_seconds[p][kConvgemmBf16] / totals.weighted_seconds[p][kOneDnnBf16];
+      const double best_bf16 = totals.bf16_best_fp32_seconds[p] / totals.best_bf16_seconds[p];
+      fmt::print("{:<12} oneDNN's bf16 against convgemm's, ratio of totals {:.2f}; the faster bf16 per layer against "
+                 "the faster fp32 per layer, ratio of totals {:.2f}\n",
+                 "", dnn, best_bf16);
+      doc["bf16"][kPassNames[p]]["onednn_over_convgemm_bf16"] = dnn;
+      doc["bf16"][kPassNames[p]]["best_bf16_over_best_fp32"] = best_bf16;
+    }
   }
   fmt::print("\nnetwork totals of --conv winograd (Winograd where it serves, convgemm elsewhere): oneDNN / winograd, "
              "convgemm / winograd\n");

@@ -441,54 +441,87 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
 
 namespace {
 
-double time_algorithm(ConvAlgorithm algorithm, Precision precision, const Conv2dShape& s, std::vector<float>& x,
-                      std::vector<float>& w, std::vector<float>& y, std::vector<float>& dw) {
-  using Clock = std::chrono::steady_clock;
+using kernels::cpu::ConvPass;
+
+// Random-looking inputs of a geometry, and room for every output, for timing its passes.
+struct TimingData {
+  std::vector<float> x, w, y, dx, dw;
+  explicit TimingData(const Conv2dShape& s)
+      : x(static_cast<std::size_t>(s.n) * s.c * s.h * s.w),
+        w(static_cast<std::size_t>(s.k) * (s.c / s.groups) * s.r * s.s),
+        y(static_cast<std::size_t>(s.n) * s.k * s.out_h() * s.out_w()),
+        dx(x.size()),
+        dw(w.size()) {
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>((i * 69069u) % 1000) * 1e-3f - 0.5f;
+  }
+};
+
+// One pass of a geometry as a layer of the algorithm and precision runs it (codelets/conv2d.hpp): y as the output
+// of the forward pass and the gradient of the backward ones.
+void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d) {
   using kernels::cpu::Bf16Math;
+  namespace k = kernels::cpu;
   const Bf16Math math = precision == Precision::kBf16      ? Bf16Math::kAvx512Bf16
                         : precision == Precision::kBf16Amx ? Bf16Math::kAmx
                                                            : Bf16Math::kEmulated;
   const bool bf16 = precision != Precision::kFp32;
+  switch (pass) {
+    case ConvPass::kFwd:
+      if (a == ConvAlgorithm::kOneDnn) return k::conv2d_fwd_onednn_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
+      if (a == ConvAlgorithm::kWinograd) return k::conv2d_fwd_winograd(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
+      if (bf16) return k::conv2d_fwd_convgemm_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data(), math);
+      if (a == ConvAlgorithm::kIm2col) return k::conv2d_fwd_im2col(s, d.x.data(), d.w.data(), nullptr, d.y.data());
+      return k::conv2d_fwd_convgemm(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
+    case ConvPass::kBwdData:
+      if (a == ConvAlgorithm::kOneDnn) return k::conv2d_bwd_data_onednn_bf16(s, d.y.data(), d.w.data(), d.dx.data());
+      if (a == ConvAlgorithm::kWinograd) return k::conv2d_bwd_data_winograd(s, d.y.data(), d.w.data(), d.dx.data());
+      if (bf16) return k::conv2d_bwd_data_convgemm_bf16(s, d.y.data(), d.w.data(), d.dx.data(), math);
+      if (a == ConvAlgorithm::kIm2col) return k::conv2d_bwd_data_im2col(s, d.y.data(), d.w.data(), d.dx.data());
+      return k::conv2d_bwd_data_convgemm(s, d.y.data(), d.w.data(), d.dx.data());
+    case ConvPass::kBwdWeights:
+      if (a == ConvAlgorithm::kOneDnn) {
+        return k::conv2d_bwd_weights_onednn_bf16(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
+      }
+      if (bf16) return k::conv2d_bwd_weights_convgemm_bf16(s, d.x.data(), d.y.data(), d.dw.data(), nullptr, math);
+      if (a == ConvAlgorithm::kIm2col) return k::conv2d_bwd_weights_im2col(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
+      return k::conv2d_bwd_weights_convgemm(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
+  }
+}
+
+// The best of two timed runs after one that warms caches, packing buffers and oneDNN's primitives.
+double time_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d) {
+  using Clock = std::chrono::steady_clock;
   double best = 1e300;
-  // The first round warms caches and packing buffers; the best of the others is the estimate.
   for (int round = 0; round < 3; ++round) {
     const auto start = Clock::now();
-    if (algorithm == ConvAlgorithm::kOneDnn) {
-      kernels::cpu::conv2d_fwd_onednn_bf16(s, x.data(), w.data(), nullptr, 0, y.data());
-      kernels::cpu::conv2d_bwd_data_onednn_bf16(s, y.data(), w.data(), x.data());
-      kernels::cpu::conv2d_bwd_weights_onednn_bf16(s, x.data(), y.data(), dw.data(), nullptr);
-    } else if (bf16 && algorithm == ConvAlgorithm::kConvgemm) {
-      kernels::cpu::conv2d_fwd_convgemm_bf16(s, x.data(), w.data(), nullptr, 0, y.data(), math);
-      kernels::cpu::conv2d_bwd_data_convgemm_bf16(s, y.data(), w.data(), x.data(), math);
-      kernels::cpu::conv2d_bwd_weights_convgemm_bf16(s, x.data(), y.data(), dw.data(), nullptr, math);
-    } else if (bf16) {
-      kernels::cpu::conv2d_fwd_winograd(s, x.data(), w.data(), nullptr, 0, y.data());
-      kernels::cpu::conv2d_bwd_data_winograd(s, y.data(), w.data(), x.data());
-      kernels::cpu::conv2d_bwd_weights_convgemm_bf16(s, x.data(), y.data(), dw.data(), nullptr, math);
-    } else if (algorithm == ConvAlgorithm::kConvgemm) {
-      kernels::cpu::conv2d_fwd_convgemm(s, x.data(), w.data(), nullptr, 0, y.data());
-      kernels::cpu::conv2d_bwd_data_convgemm(s, y.data(), w.data(), x.data());
-      kernels::cpu::conv2d_bwd_weights_convgemm(s, x.data(), y.data(), dw.data(), nullptr);
-    } else if (algorithm == ConvAlgorithm::kWinograd) {
-      kernels::cpu::conv2d_fwd_winograd(s, x.data(), w.data(), nullptr, 0, y.data());
-      kernels::cpu::conv2d_bwd_data_winograd(s, y.data(), w.data(), x.data());
-      kernels::cpu::conv2d_bwd_weights_convgemm(s, x.data(), y.data(), dw.data(), nullptr);
-    } else {
-      kernels::cpu::conv2d_fwd_im2col(s, x.data(), w.data(), nullptr, y.data());
-      kernels::cpu::conv2d_bwd_data_im2col(s, y.data(), w.data(), x.data());
-      kernels::cpu::conv2d_bwd_weights_im2col(s, x.data(), y.data(), dw.data(), nullptr);
-    }
+    run_pass(a, pass, precision, s, d);
     const double t = std::chrono::duration<double>(Clock::now() - start).count();
     if (round > 0) best = std::min(best, t);
   }
   return best;
 }
 
+// The algorithms that may run a pass of the geometry in the precision: each computes something different there
+// (Winograd has no weight gradients of its own, im2col's bf16 passes would be convgemm's, oneDNN only in bf16 and
+// bf16-amx: not in fp32, where it is slower than convgemm and Winograd, docs/design.md, nor in bf16-emulated, whose
+// bits it does not give).
+std::vector<ConvAlgorithm> candidates(ConvPass pass, Precision precision, const Conv2dShape& s) {
+  std::vector<ConvAlgorithm> out{ConvAlgorithm::kConvgemm};
+  if (precision == Precision::kFp32) out.push_back(ConvAlgorithm::kIm2col);
+  if (pass != ConvPass::kBwdWeights && kernels::cpu::winograd_fits(s)) out.push_back(ConvAlgorithm::kWinograd);
+  if ((precision == Precision::kBf16 || precision == Precision::kBf16Amx) && kernels::cpu::onednn_bf16_fits(s)) {
+    out.push_back(ConvAlgorithm::kOneDnn);
+  }
+  return out;
+}
+
 }  // namespace
 
-ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s, Precision precision) {
+ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision) {
   static std::mutex mutex;
-  static std::map<std::vector<int>, ConvAlgorithm> cache;
+  static std::map<std::vector<int>, ConvPlan> cache;
   // The geometry and the precision: a layer is timed in the arithmetic it runs.
   const std::vector<int> key{s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_bottom,
                              s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, static_cast<int>(precision)};
@@ -496,30 +529,22 @@ ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& s, Precision precision) 
   if (auto it = cache.find(key); it != cache.end()) {
     return it->second;
   }
-  std::vector<float> x(static_cast<std::size_t>(s.n) * s.c * s.h * s.w);
-  std::vector<float> w(static_cast<std::size_t>(s.k) * (s.c / s.groups) * s.r * s.s);
-  std::vector<float> y(static_cast<std::size_t>(s.n) * s.k * s.out_h() * s.out_w());
-  std::vector<float> dw(w.size());
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
-  ConvAlgorithm best = ConvAlgorithm::kConvgemm;
-  double best_time = time_algorithm(best, precision, s, x, w, y, dw);
-  // oneDNN in bf16 and bf16-amx (not in fp32, where it is slower than convgemm and Winograd, docs/design.md, nor in
-  // bf16-emulated, whose bits it does not give).
-  const bool onednn = precision == Precision::kBf16 || precision == Precision::kBf16Amx;
-  for (ConvAlgorithm other : {ConvAlgorithm::kIm2col, ConvAlgorithm::kWinograd, ConvAlgorithm::kOneDnn}) {
-    if ((other == ConvAlgorithm::kOneDnn && !onednn) ||
-        (other == ConvAlgorithm::kIm2col && precision != Precision::kFp32) || !conv_algorithm_fits(other, s)) {
-      continue;
+  TimingData data(s);
+  ConvPlan plan;
+  for (ConvPass pass : {ConvPass::kFwd, ConvPass::kBwdData, ConvPass::kBwdWeights}) {
+    ConvAlgorithm best = ConvAlgorithm::kConvgemm;
+    double best_time = 1e300;
+    for (ConvAlgorithm a : candidates(pass, precision, s)) {
+      const double t = time_pass(a, pass, precision, s, data);
+      if (t < best_time) {
+        best = a;
+        best_time = t;
+      }
     }
-    const double t = time_algorithm(other, precision, s, x, w, y, dw);
-    if (t < best_time) {
-      best = other;
-      best_time = t;
-    }
+    (pass == ConvPass::kFwd ? plan.fwd : pass == ConvPass::kBwdData ? plan.bwd_data : plan.bwd_weights) = best;
   }
-  cache.emplace(key, best);
-  return best;
+  cache.emplace(key, plan);
+  return plan;
 }
 
 }  // namespace dtnn::codelets

@@ -35,12 +35,12 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
 // kernels::cpu::onednn_bf16_fits, or any in a simulation; the others: every one).
 bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape);
 
-// Runs one forward and both backward passes of each algorithm that fits on random data of the given geometry on this
-// thread and returns the fastest (PyDTNN's BestOf, forward and backward together). Results are cached per
-// geometry and precision, so layers of the same shape are timed once. In bf16 the passes timed are those a layer
-// of that precision runs (above): convgemm in bf16 against Winograd in fp32 with bf16 weight gradients, per layer
-// (im2col would run convgemm's bf16 passes too, so it is not a candidate), and in bf16 and bf16-amx oneDNN's bf16
-// passes where it fits.
-ConvAlgorithm fastest_conv_algorithm(const Conv2dShape& shape, Precision precision = Precision::kFp32);
+// Times each pass of each algorithm that may run it (below) on random data of the given geometry on this thread and
+// returns the fastest of each pass (PyDTNN's BestOf, pass by pass). Results are cached per geometry and precision, so
+// layers of the same shape are timed once. The candidates are the passes a layer of that precision runs (above): in
+// fp32 convgemm, im2col and Winograd (forward and backward-data); in bf16 convgemm's bf16 passes, Winograd's fp32
+// ones, and in bf16 and bf16-amx oneDNN's bf16 passes where it fits (im2col would run convgemm's bf16 passes too, so
+// it is not a candidate there).
+ConvPlan fastest_conv_plan(const Conv2dShape& shape, Precision precision = Precision::kFp32);
 
 }  // namespace dtnn::codelets

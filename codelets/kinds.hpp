@@ -16,6 +16,17 @@ enum class ConvAlgorithm {
 
 const char* to_string(ConvAlgorithm a);
 
+// The algorithm of each pass of a convolution layer: one for all three under an explicit --conv, each measured
+// under auto. Winograd's weight gradients are convgemm's; any algorithm's passes in a bf16 precision are those
+// codelets/conv2d.hpp lists.
+struct ConvPlan {
+  ConvAlgorithm fwd = ConvAlgorithm::kConvgemm;
+  ConvAlgorithm bwd_data = ConvAlgorithm::kConvgemm;
+  ConvAlgorithm bwd_weights = ConvAlgorithm::kConvgemm;
+  static ConvPlan all(ConvAlgorithm a) { return {a, a, a}; }
+  [[nodiscard]] bool uniform() const { return fwd == bwd_data && bwd_data == bwd_weights; }
+};
+
 // The arithmetic of a convolution (issue 37; which passes each algorithm runs in it: codelets/conv2d.hpp; dense
 // layers stay fp32 until they have bf16 kernels): fp32; bf16 (inputs rounded to bf16, products summed in fp32 by
 // AVX512-BF16's vdpbf16ps: CPU workers only); bf16-emulated, the same results bit for bit on any x86-64 CPU,

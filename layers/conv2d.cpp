@@ -128,7 +128,10 @@ std::string Conv2d::algorithm() const {
     return "onednn: convgemm";
   }
   if (options_.variant_ != ConvVariant::kAuto) return to_string(options_.variant_);
-  return decided_ ? fmt::format("auto: {}", codelets::to_string(algorithm_)) : std::string("auto");
+  if (!decided_) return "auto";
+  if (plan_.uniform()) return fmt::format("auto: {}", codelets::to_string(plan_.fwd));
+  return fmt::format("auto: {} forward, {} backward-data, {} weight gradients", codelets::to_string(plan_.fwd),
+                     codelets::to_string(plan_.bwd_data), codelets::to_string(plan_.bwd_weights));
 }
 
 void Conv2d::set_precision(codelets::Precision p) {
@@ -154,33 +157,36 @@ void Conv2d::choose_winograd() {
   }
 }
 
-codelets::ConvAlgorithm Conv2d::resolve(const Tensor& x, int tile) {
+codelets::ConvPlan Conv2d::resolve(const Tensor& x, int tile) {
+  using codelets::ConvAlgorithm;
+  using codelets::ConvPlan;
   // oneDNN where it serves the geometry (every one on an AVX-512 CPU), convgemm elsewhere.
   if (options_.variant_ == ConvVariant::kOneDnn) {
     if (!decided_) {
       check_variant_runs(options_.variant_, options_.precision_, fmt::format("Conv2d {}", name()));
       decided_ = 1;
     }
-    return codelets::conv_algorithm_fits(codelets::ConvAlgorithm::kOneDnn, shape_)
-               ? codelets::ConvAlgorithm::kOneDnn
-               : codelets::ConvAlgorithm::kConvgemm;
+    return ConvPlan::all(codelets::conv_algorithm_fits(ConvAlgorithm::kOneDnn, shape_) ? ConvAlgorithm::kOneDnn
+                                                                                         : ConvAlgorithm::kConvgemm);
   }
   // A Winograd layer's tiles of fewer samples than pay (their weight transform would cost more than it saves).
-  if (options_.variant_ == ConvVariant::kWinograd && algorithm_ == codelets::ConvAlgorithm::kWinograd &&
+  if (options_.variant_ == ConvVariant::kWinograd && algorithm_ == ConvAlgorithm::kWinograd &&
       x.tile_range(tile).count < winograd_min_batch_) {
-    return codelets::ConvAlgorithm::kConvgemm;
+    return ConvPlan::all(ConvAlgorithm::kConvgemm);
   }
+  if (options_.variant_ != ConvVariant::kAuto) return ConvPlan::all(algorithm_);
   // Only tasks on CPU workers use the CPU algorithm: on GPUs alone (--device cuda) there is nothing to time.
-  if (options_.variant_ == ConvVariant::kAuto && !decided_ && runtime::task_device() == runtime::Device::kCuda) {
-    return algorithm_;
+  if (!decided_ && runtime::task_device() == runtime::Device::kCuda) {
+    return ConvPlan::all(algorithm_);
   }
-  if (options_.variant_ == ConvVariant::kAuto && !decided_) {
+  if (!decided_) {
     Conv2dShape s = shape_;
     s.n = static_cast<int>(x.tile_range(0).count);
-    algorithm_ = codelets::fastest_conv_algorithm(s, options_.precision_);
+    plan_ = codelets::fastest_conv_plan(s, options_.precision_);
+    algorithm_ = plan_.fwd;
     decided_ = 1;
   }
-  return algorithm_;
+  return plan_;
 }
 
 Shape Conv2d::build(const Shape& in) {
@@ -258,7 +264,7 @@ int Conv2d::fuse_relu() {
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_conv2d_fwd(tag, resolve(x, t), shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
+    codelets::submit_conv2d_fwd(tag, resolve(x, t).fwd, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
                                 options_.relu_, y, t, options_.precision_);
   }
 }
@@ -270,12 +276,12 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t), shape_, *g, weight_->value, *dx, t,
+      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t).bwd_data, shape_, *g, weight_->value, *dx, t,
                                        options_.precision_);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t), shape_, x, *g, weight_->tile_grads,
+    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t).bwd_weights, shape_, x, *g, weight_->tile_grads,
                                         bias_ ? &bias_->tile_grads : nullptr, t, options_.precision_);
   }
   submit_gradient_sums(dy.tiles(), ctx);

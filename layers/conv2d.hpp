@@ -10,8 +10,8 @@ namespace dtnn {
 
 // How a Conv2d computes: convgemm (no workspace), explicit im2col + sgemm, winograd (Winograd F(2x2, 3x3) for the
 // forward and backward-data passes of a layer it serves, 3x3 stride 1, and convgemm for everything else), or
-// auto, which times each that fits on the first batch of each shape (forward and backward together) and keeps
-// the fastest; or onednn, oneDNN's bf16 convolutions (precisions bf16 and bf16-amx only, in builds with oneDNN:
+// auto, which times each that fits on the first batch of each shape, pass by pass, and keeps the fastest of each
+// pass; or onednn, oneDNN's bf16 convolutions (precisions bf16 and bf16-amx only, in builds with oneDNN:
 // codelets/cpu/onednn_conv.hpp), convgemm for a geometry oneDNN does not serve.
 enum class ConvVariant { kConvgemm, kIm2col, kWinograd, kAuto, kOneDnn };
 
@@ -84,8 +84,8 @@ class Conv2d : public Layer {
   [[nodiscard]] Parameter* bias() { return bias_; }
 
  private:
-  // The algorithm of tile `tile`'s tasks.
-  codelets::ConvAlgorithm resolve(const Tensor& x, int tile);
+  // The algorithms of tile `tile`'s tasks, pass by pass.
+  codelets::ConvPlan resolve(const Tensor& x, int tile);
   // Under the winograd variant: Winograd where it serves the geometry (from winograd_min_batch_ samples a tile),
   // convgemm elsewhere.
   void choose_winograd();
@@ -94,8 +94,9 @@ class Conv2d : public Layer {
   Conv2dShape shape_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
-  int decided_ = 0;  // an auto layer has measured
-  codelets::ConvAlgorithm algorithm_ = codelets::ConvAlgorithm::kConvgemm;
+  int decided_ = 0;  // an auto layer has measured (an onednn layer has checked its precision)
+  codelets::ConvAlgorithm algorithm_ = codelets::ConvAlgorithm::kConvgemm;  // an auto layer's: its forward's
+  codelets::ConvPlan plan_;  // an auto layer's measured choice, pass by pass
   int winograd_min_batch_ = 0;  // kernels::cpu::winograd_min_batch of the geometry
 };
 
