@@ -635,6 +635,55 @@ TEST(CliTest, Bf16TrainsAsFp32DoesOnFashionMnist) {
   check("bf16-amx", amx);
 }
 
+// The invariance suites in bf16 (issue 37): every convolution pass in bf16 (--conv convgemm; vdpbf16ps where the CPU
+// has it, else the emulation: the same bits, slowly), the same weights under lws and dmdas with one worker or two,
+// and a run resumed from the checkpoint of its first epoch ends where the uninterrupted one does.
+TEST(CliTest, Bf16IsBitwiseAcrossSchedulersWorkersAndResume) {
+  const CliRun probe = dtnn("train --dataset synthetic --synthetic-samples 32 --batch-size 32 --quiet --no-test "
+                            "--precision bf16");
+  const std::string precision = probe.status == 0 ? "bf16" : "bf16-emulated";
+  if (probe.status != 0) {
+    ASSERT_NE(probe.output.find("AVX512-BF16"), std::string::npos) << probe.output;
+  }
+  const std::string run = kShortRun + " --precision " + precision + " --conv convgemm";
+  std::string reference;
+  for (const char* sched : {"lws", "dmdas"}) {
+    for (int workers : {1, 2}) {
+      const fs::path report = temp_path(std::string("bf16-det-") + sched + std::to_string(workers) + ".json");
+      const CliRun r = dtnn(run + " --scheduler " + sched + " --workers " + std::to_string(workers) + " --report " +
+                            report.string());
+      ASSERT_EQ(r.status, 0) << r.output;
+      const std::string checksum = weights_checksum(report);
+      fs::remove(report);
+      if (reference.empty()) {
+        reference = checksum;
+      } else {
+        EXPECT_EQ(checksum, reference) << sched << " with " << workers << " workers";
+      }
+    }
+  }
+  const fs::path fp32 = temp_path("bf16-det-fp32.json");
+  ASSERT_EQ(dtnn(kShortRun + " --conv convgemm --report " + fp32.string()).status, 0);
+  EXPECT_NE(weights_checksum(fp32), reference) << "bf16 trains other weights than fp32";
+  fs::remove(fp32);
+
+  const std::string resumable = "train --dataset synthetic --synthetic-samples 320 --batch-size 32 --seed 5 --no-test "
+                                "--optimizer adam --lr 0.001 --lr-schedule constant --quiet --conv convgemm "
+                                "--precision " + precision + " ";
+  const fs::path full = temp_path("bf16-full.json"), resumed = temp_path("bf16-resumed.json"),
+                 dir = temp_path("bf16-ckpts");
+  fs::remove_all(dir);
+  ASSERT_EQ(dtnn(resumable + "--epochs 2 --report " + full.string()).status, 0);
+  const CliRun first = dtnn(resumable + "--epochs 1 --checkpoint-dir " + dir.string());
+  ASSERT_EQ(first.status, 0) << first.output;
+  const CliRun second = dtnn(resumable + "--epochs 2 --resume " + dir.string() + " --report " + resumed.string());
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_EQ(weights_checksum(resumed), weights_checksum(full)) << "resumed in bf16";
+  fs::remove_all(dir);
+  fs::remove(full);
+  fs::remove(resumed);
+}
+
 // --conv onednn (oneDNN's bf16 convolutions, issue 37): the same weights on one worker or two, other weights than
 // convgemm's bf16 (other sums); asked in fp32 or bf16-emulated, a clear error naming the option.
 TEST(CliTest, OneDnnTrainsTheSameWeightsOnAnyWorkerCountAndOnlyInBf16) {
