@@ -74,11 +74,12 @@ void add_step_options(CLI::App* app, StepOptions& o) {
   add_named(app, "--priorities", o.priorities, priority_names(), "on: dtnn's task priorities; off: every task at 0");
   app->add_option_function<std::string>(
          "--conv", [&o](const std::string& name) { o.conv = parse_conv_variant(name, "--conv"); },
-         fmt::format("convolution algorithm: convgemm, im2col or winograd (calibrate: default {}; simulate: default "
+         fmt::format("convolution algorithm: convgemm, im2col, winograd or onednn (bf16 and bf16-amx only) (calibrate: "
+                     "default {}; simulate: default "
                      "the one the machine folder was calibrated with for this model, batch, tiles and fusion, {} where "
                      "it has several)",
                      to_string(o.model.conv), to_string(o.model.conv)))
-      ->check(CLI::IsMember({"convgemm", "im2col", "winograd"}));
+      ->check(CLI::IsMember({"convgemm", "im2col", "winograd", "onednn"}));
   add_named(app, "--fusion", o.model.fusion, {{"on", true}, {"off", false}}, "on or off (see dtnn train --help)");
   add_named(app, "--precision", o.model.precision, precision_names(),
             "fp32, bf16, bf16-emulated or bf16-amx (see dtnn train --help; simulate: the one the machine folder was "

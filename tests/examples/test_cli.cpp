@@ -917,6 +917,18 @@ TEST(CliTest, CalibrationInBf16RecordsItsPrecisionAndItsOwnCodelets) {
   ASSERT_EQ(doc.at("calibrations").size(), 1u);
   EXPECT_EQ(doc.at("calibrations")[0].at("precision"), "bf16-emulated");
   fs::remove_all(dir);
+
+  // oneDNN's codelets have names of their own too (where this CPU runs bf16 natively).
+  const CliRun onednn = dtnn("calibrate --model simplecnn --batch-size 16 --steps 4 --workers 1 --precision bf16 "
+                             "--conv onednn --out " + dir.string());
+  if (onednn.status != 0 && onednn.output.find("AVX512-BF16") != std::string::npos) return;
+  if (onednn.status != 0 && onednn.output.find("built without oneDNN") != std::string::npos) return;
+  ASSERT_EQ(onednn.status, 0) << onednn.output;
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_onednn_bf16.dtnn-machine"));
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_bwd_weights_onednn_bf16.dtnn-machine"));
+  EXPECT_FALSE(fs::exists(codelets / "conv2d_fwd_convgemm_bf16.dtnn-machine"));
+  EXPECT_EQ(read_json(dir / "machine.json").at("calibrations")[0].at("conv"), "onednn");
+  fs::remove_all(dir);
 }
 
 TEST(CliTest, CalibrateIntoAnArchiveAccumulates) {
