@@ -22,7 +22,8 @@ const Names<codelets::Precision>& precision_names() {
   static const Names<codelets::Precision> names = {{"fp32", codelets::Precision::kFp32},
                                                    {"bf16", codelets::Precision::kBf16},
                                                    {"bf16-emulated", codelets::Precision::kBf16Emulated},
-                                                   {"bf16-amx", codelets::Precision::kBf16Amx}};
+                                                   {"bf16-amx", codelets::Precision::kBf16Amx},
+                                                   {"tf32", codelets::Precision::kTf32}};
   return names;
 }
 
@@ -65,7 +66,8 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
             "workers: every pass of convgemm, im2col and onednn layers, the weight gradients of Winograd's, whose other passes "
             "stay fp32; --conv auto picks per layer); bf16-emulated (bf16's results bit for bit on any x86-64, "
             "slowly); bf16-amx (the same passes by AMX's TDPBF16PS on Intel Sapphire Rapids and later, sums of its "
-            "own)");
+            "own); tf32 (GPU workers: cuDNN's convolutions and cuBLAS's dense layers in TF32 tensor-core math; CPU "
+            "workers compute in fp32)");
   add_named(app, "--fusion", run.model.fusion, {{"on", true}, {"off", false}},
             "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "
             "residual block's BatchNorm, Add and ReLU are one pass (same results, fewer tensors and passes); "

@@ -79,7 +79,7 @@ inline constexpr double kMicroseconds = 1e-6;
 
 const Names<ConvVariant>& conv_names();           // convgemm, im2col, winograd, auto, onednn
 const Names<runtime::Priorities>& priority_names();  // on, off
-const Names<codelets::Precision>& precision_names();  // fp32, bf16, bf16-emulated
+const Names<codelets::Precision>& precision_names();  // fp32, bf16, bf16-emulated, bf16-amx, tf32
 
 // What the commands that run a zoo model on data share: train, benchmark and evaluate.
 struct RunOptions {

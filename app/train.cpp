@@ -391,7 +391,10 @@ int run_train(TrainOptions o, bool benchmark) {
   if (talk) {
     fmt::print("Model {} ({}), trained on {} ({} samples), tested on {} samples\n{}", info.name, info.description,
                data.train.name, data.train.size(), data.test.size(), t.model.summary());
-    if (o.run.model.precision != codelets::Precision::kFp32) {
+    if (o.run.model.precision == codelets::Precision::kTf32) {
+      fmt::print("Precision: tf32 for the convolutions and dense layers on GPU workers (cuDNN's and cuBLAS's TF32 "
+                 "tensor-core math); CPU workers compute in fp32 (CPUs have no TF32), and every other pass too\n");
+    } else if (o.run.model.precision != codelets::Precision::kFp32) {
       fmt::print("Precision: {} for the convolutions on CPU workers (every pass of convgemm, im2col and onednn layers, "
                  "the weight gradients of Winograd's); dense layers and every other pass in fp32\n",
                  codelets::to_string(o.run.model.precision));

@@ -15,6 +15,8 @@
 #   dtnn        resnet50_imagenet on synthetic data, --batch 128, --steps 20 (the first half untimed), one tile,
 #               --device cuda: training images/s;
 #   pytorch     torchvision's resnet50, same batch and steps, on the same GPU (bench/gpu_pytorch.py), and the ratio;
+#   tf32        the same two runs in TF32: dtnn --precision tf32 (cuDNN's and cuBLAS's TF32 math) against PyTorch
+#               with allow_tf32 on (its default for convolutions), and the ratio;
 #   startup     the start-up lines of `--device cuda --workers 0` (CPU workers: the cores less one per CUDA
 #               worker) and `--device cpu --workers 0` (every core);
 #   calibrate   `dtnn calibrate --device cuda` of the simulation's models (--calibrate, model:batch pairs) into
@@ -95,7 +97,7 @@ for v in steps batch budget all_batch all_tiles all_steps; do
 done
 [ "$steps" -ge 2 ] || { echo "gpu_check.sh: --steps $steps, expected at least 2 (half of them untimed)" >&2; exit 2; }
 [ "$all_steps" -ge 2 ] || { echo "gpu_check.sh: --all-steps $all_steps, expected at least 2" >&2; exit 2; }
-known_parts=" test_cuda startup dtnn_resnet50 pytorch_resnet50 calibrate cpu_scaling cpu_bf16 device_cuda device_all cpu_vs_gpu "
+known_parts=" test_cuda startup dtnn_resnet50 pytorch_resnet50 dtnn_resnet50_tf32 pytorch_resnet50_tf32 calibrate cpu_scaling cpu_bf16 device_cuda device_all cpu_vs_gpu "
 if [ "$parts_list" != all ]; then
   for p in ${parts_list//,/ }; do
     [[ "$known_parts" == *" $p "* ]] ||
@@ -555,11 +557,11 @@ fi
 write_json running
 
 # ---- dtnn runs ----
-# dtnn_bench PART DEVICE MODEL BATCH TILES STEPS CAP RESERVE: a benchmark run of 2 epochs of STEPS/2 steps, at most
-# CAP seconds and leaving RESERVE for the parts after it; sets ips (images/s after the first epoch) and part_status;
-# records the part.
+# dtnn_bench PART DEVICE MODEL BATCH TILES STEPS CAP RESERVE [PRECISION]: a benchmark run of 2 epochs of STEPS/2
+# steps, at most CAP seconds and leaving RESERVE for the parts after it; sets ips (images/s after the first epoch)
+# and part_status; records the part.
 dtnn_bench() {
-  local name="$1" device="$2" model="$3" b="$4" tiles="$5" n="$6" cap="$7" reserve="$8"
+  local name="$1" device="$2" model="$3" b="$4" tiles="$5" n="$6" cap="$7" reserve="$8" precision="${9:-fp32}"
   local half=$(( n / 2 )) report="$work/$name.json" log="$work/$name.log" ts rc st fields
   ips=""
   part_status=skipped
@@ -567,16 +569,17 @@ dtnn_bench() {
     set_part "$name" "$(jo status "$(js skipped)" reason "$(js "the binaries cannot run (part binaries)")")"
     return
   fi
-  say "$name: $model, batch $b, $tiles tiles, $((2 * half)) steps ($half untimed), --device $device"
+  say "$name: $model, batch $b, $tiles tiles, $((2 * half)) steps ($half untimed), --device $device, $precision"
   ts=$(date +%s)
   rm -f "$report"
   run_limited "$(allow "$cap" "$reserve")" "$log" "${dtnn_env[@]}" "$bin/dtnn" benchmark --model "$model" --dataset synthetic \
     --batch-size "$b" --synthetic-samples $(( b * half )) --epochs 2 --steps-per-epoch "$half" --tiles "$tiles" \
-    --device "$device" --quiet --report "$report"
+    --device "$device" --precision "$precision" --quiet --report "$report"
   rc=$?
   append_log "$name" "$log"
   st="$(status_of "$rc")"
-  fields=(device "$(js "$device")" model "$(js "$model")" batch "$b" tiles "$tiles" timed_steps "$half"
+  fields=(device "$(js "$device")" precision "$(js "$precision")" model "$(js "$model")" batch "$b" tiles "$tiles"
+          timed_steps "$half"
           seconds "$(( $(date +%s) - ts ))")
   if [ "$rc" != 0 ] && grep -q 'no GPU found' "$log"; then
     if [ "$gpu_seen" = yes ]; then
@@ -613,42 +616,58 @@ set_figure dtnn_resnet50_images_per_second "$(jn "$dtnn_ips")"
 write_json running
 
 # ---- PyTorch on the same GPU ----
-t0=$(date +%s)
-torch_ips=""
-if ! runs_part pytorch_resnet50; then
-  :
-elif ! command -v python3 >/dev/null 2>&1; then
-  set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "python3 not found")")"
-  say "pytorch: skipped (no python3)"
-elif [ ! -f "$script_dir/gpu_pytorch.py" ]; then
-  set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "no $script_dir/gpu_pytorch.py")")"
-else
-  say "pytorch: torchvision resnet50, batch $batch, $steps steps ($((steps / 2)) untimed), device $torch_device"
-  # PyTorch's own environment: none of the bundle's libraries.
-  run_limited "$(allow 90 160)" "$work/torch.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" --steps "$steps" \
-    --warmup $((steps / 2)) --device "$torch_device"
-  rc=$?
-  append_log pytorch "$work/torch.log"
-  line="$(grep '^{' "$work/torch.log" | tail -1)"
-  printf '%s\n' "$line" >"$work/torch.json"
-  if [ "$rc" = 0 ] && [[ "$line" == *'"skipped"'* ]]; then
-    set_part pytorch_resnet50 "$(jo status "$(js skipped)" reason "$(js "$(printf '%s' "$line" | sed -n 's/.*"skipped": *"\([^"]*\)".*/\1/p')")")"
-    say "pytorch: skipped ($(printf '%s' "$line" | sed -n 's/.*"skipped": *"\([^"]*\)".*/\1/p'))"
-  elif [ "$rc" = 0 ] && [ -n "$line" ]; then
-    torch_ips="$(printf '%s' "$line" | sed -n 's/.*"images_per_second": *\([0-9.eE+-]*\).*/\1/p')"
-    set_part pytorch_resnet50 "$(jo status "$(js pass)" seconds "$(( $(date +%s) - t0 ))" \
-      images_per_second "$(jn "$torch_ips")" result "$(jfile "$work/torch.json")")"
-    say "pytorch: ${torch_ips:-?} images/s"
+# torch_bench PART CAP RESERVE [--tf32]: bench/gpu_pytorch.py; sets torch_ips and records the part.
+torch_bench() {
+  local name="$1" cap="$2" reserve="$3" t0 rc line st
+  shift 3
+  t0=$(date +%s)
+  torch_ips=""
+  if ! command -v python3 >/dev/null 2>&1; then
+    set_part "$name" "$(jo status "$(js skipped)" reason "$(js "python3 not found")")"
+    say "$name: skipped (no python3)"
+  elif [ ! -f "$script_dir/gpu_pytorch.py" ]; then
+    set_part "$name" "$(jo status "$(js skipped)" reason "$(js "no $script_dir/gpu_pytorch.py")")"
   else
-    st="$(failure_of "$rc")"
-    set_part pytorch_resnet50 "$(jo status "$(js "$st")" exit_code "$rc" seconds "$(( $(date +%s) - t0 ))" \
-      tail "$(js "$(tail_of "$work/torch.log" 30)")")"
-    say "pytorch: $st (exit $rc)"
-    tail_of "$work/torch.log" 10
+    say "$name: torchvision resnet50, batch $batch, $steps steps ($((steps / 2)) untimed), device $torch_device $*"
+    # PyTorch's own environment: none of the bundle's libraries.
+    run_limited "$(allow "$cap" "$reserve")" "$work/$name.log" python3 "$script_dir/gpu_pytorch.py" --batch "$batch" \
+      --steps "$steps" --warmup $((steps / 2)) --device "$torch_device" "$@"
+    rc=$?
+    append_log "$name" "$work/$name.log"
+    line="$(grep '^{' "$work/$name.log" | tail -1)"
+    printf '%s\n' "$line" >"$work/$name.json"
+    if [ "$rc" = 0 ] && [[ "$line" == *'"skipped"'* ]]; then
+      set_part "$name" "$(jo status "$(js skipped)" reason "$(js "$(printf '%s' "$line" | sed -n 's/.*"skipped": *"\([^"]*\)".*/\1/p')")")"
+      say "$name: skipped ($(printf '%s' "$line" | sed -n 's/.*"skipped": *"\([^"]*\)".*/\1/p'))"
+    elif [ "$rc" = 0 ] && [ -n "$line" ]; then
+      torch_ips="$(printf '%s' "$line" | sed -n 's/.*"images_per_second": *\([0-9.eE+-]*\).*/\1/p')"
+      set_part "$name" "$(jo status "$(js pass)" seconds "$(( $(date +%s) - t0 ))" \
+        images_per_second "$(jn "$torch_ips")" result "$(jfile "$work/$name.json")")"
+      say "$name: ${torch_ips:-?} images/s"
+    else
+      st="$(failure_of "$rc")"
+      set_part "$name" "$(jo status "$(js "$st")" exit_code "$rc" seconds "$(( $(date +%s) - t0 ))" \
+        tail "$(js "$(tail_of "$work/$name.log" 30)")")"
+      say "$name: $st (exit $rc)"
+      tail_of "$work/$name.log" 10
+    fi
   fi
-fi
+}
+torch_ips=""
+runs_part pytorch_resnet50 && torch_bench pytorch_resnet50 90 160
 set_figure pytorch_resnet50_images_per_second "$(jn "$torch_ips")"
 set_figure dtnn_over_pytorch "$(jn "$(ratio "$dtnn_ips" "$torch_ips")")"
+write_json running
+
+# ---- TF32: dtnn --precision tf32 against PyTorch with allow_tf32 ----
+ips=""
+runs_part dtnn_resnet50_tf32 && dtnn_bench dtnn_resnet50_tf32 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 60 150 tf32
+dtnn_tf32_ips="$ips"
+set_figure dtnn_resnet50_tf32_images_per_second "$(jn "$dtnn_tf32_ips")"
+torch_ips=""
+runs_part pytorch_resnet50_tf32 && torch_bench pytorch_resnet50_tf32 60 140 --tf32
+set_figure pytorch_resnet50_tf32_images_per_second "$(jn "$torch_ips")"
+set_figure dtnn_over_pytorch_tf32 "$(jn "$(ratio "$dtnn_tf32_ips" "$torch_ips")")"
 write_json running
 
 # ---- GPU calibration for the simulation (docs/simulation.md) ----

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """PyTorch's side of bench/gpu_check.sh: torchvision's resnet50 trained on synthetic ImageNet-shaped data on one
-GPU, fp32 (TF32 off, as dtnn's cuDNN/cuBLAS calls), SGD with momentum, the same steps as dtnn: the first
-`warmup` steps are not timed (dtnn's first epoch is not either). Prints one JSON line; where PyTorch, torchvision
-or a GPU is missing, a line {"skipped": "<why>"} and exit status 0 (the check then skips this part).
+GPU, fp32 (TF32 off, as dtnn's cuDNN/cuBLAS calls; --tf32: on for cuDNN and matmuls, as dtnn --precision tf32),
+SGD with momentum, the same steps as dtnn: the first `warmup` steps are not timed (dtnn's first epoch is not
+either). Prints one JSON line; where PyTorch, torchvision or a GPU is missing, a line {"skipped": "<why>"} and exit
+status 0 (the check then skips this part).
 
-  bench/gpu_pytorch.py [--batch 128] [--steps 20] [--warmup 10] [--model resnet50] [--device cuda]
+  bench/gpu_pytorch.py [--batch 128] [--steps 20] [--warmup 10] [--model resnet50] [--device cuda] [--tf32]
 """
 import argparse
 import json
@@ -20,6 +21,8 @@ def main():
     p.add_argument("--model", default="resnet50")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="cpu only to rehearse the check where there is no GPU")
+    p.add_argument("--tf32", action="store_true",
+                   help="torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32 on")
     a = p.parse_args()
     if a.warmup >= a.steps:
         p.error(f"--warmup {a.warmup}, expected fewer than --steps {a.steps}")
@@ -33,8 +36,8 @@ def main():
     if a.device == "cuda" and not torch.cuda.is_available():
         print(json.dumps({"skipped": f"torch {torch.__version__} sees no GPU (torch.cuda.is_available() is False)"}))
         return
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     torch.backends.cudnn.benchmark = True
     dev = torch.device(a.device)
     torch.manual_seed(0)
@@ -72,6 +75,7 @@ def main():
     print(json.dumps({"framework": "pytorch " + torch.__version__, "torchvision": torchvision.__version__,
                       "model": a.model, "batch": a.batch, "timed_steps": timed, "seconds": seconds,
                       "images_per_second": timed * a.batch / seconds, "loss": float(loss), "device": a.device,
+                      "tf32": a.tf32,
                       "gpu": torch.cuda.get_device_name(0) if a.device == "cuda" else None,
                       "cudnn": torch.backends.cudnn.version() if a.device == "cuda" else None}))
 

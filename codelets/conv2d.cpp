@@ -143,42 +143,44 @@ void conv2d_bwd_weights_onednn_cpu(void** buffers, void* cl_arg) {
 #ifdef DTNN_HAVE_CUDA
 // One CUDA body per pass serves both algorithms' codelets: the CPU algorithm choice means nothing on a GPU, where
 // cuDNN picks its own (codelets/cuda/conv2d_cudnn.hpp).
-kernels::cuda::CudnnContext cudnn_context() {
-  return {runtime::cuda::cudnn(), runtime::cuda::stream(), runtime::cuda::device()};
+// Tf32: cuDNN's TF32 math (--precision tf32), in codelets of their own.
+kernels::cuda::CudnnContext cudnn_context(bool tf32) {
+  return {runtime::cuda::cudnn(), runtime::cuda::stream(), runtime::cuda::device(), tf32};
 }
 
-template <Bias B>
+template <Bias B, bool Tf32 = false>
 void conv2d_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
   float* y = runtime::vector_ptr(buffers[2]);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
-  const kernels::cuda::CudnnContext ctx = cudnn_context();
+  const kernels::cuda::CudnnContext ctx = cudnn_context(Tf32);
   const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kFwd, ctx);
   kernels::cuda::conv2d_fwd(a.shape, x, w, b, a.relu, y, runtime::cuda::workspace(bytes), bytes, ctx);
   DTNN_CUDA_CHECK(cudaGetLastError(), "conv2d_fwd");
 }
 
+template <bool Tf32 = false>
 void conv2d_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* dy = runtime::vector_ptr(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
   float* dx = runtime::vector_ptr(buffers[2]);
-  const kernels::cuda::CudnnContext ctx = cudnn_context();
+  const kernels::cuda::CudnnContext ctx = cudnn_context(Tf32);
   const std::size_t bytes = kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdData, ctx);
   kernels::cuda::conv2d_bwd_data(a.shape, dy, w, dx, runtime::cuda::workspace(bytes), bytes, ctx);
   DTNN_CUDA_CHECK(cudaGetLastError(), "conv2d_bwd_data");
 }
 
-template <Bias B>
+template <Bias B, bool Tf32 = false>
 void conv2d_bwd_weights_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* dy = runtime::vector_ptr(buffers[1]);
   float* dw = runtime::vector_ptr(buffers[2]);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
-  const kernels::cuda::CudnnContext ctx = cudnn_context();
+  const kernels::cuda::CudnnContext ctx = cudnn_context(Tf32);
   const std::size_t bytes =
       kernels::cuda::conv2d_workspace_bytes(a.shape, kernels::cuda::ConvPass::kBwdWeights, ctx);
   kernels::cuda::conv2d_bwd_weights(a.shape, x, dy, dw, db, runtime::cuda::workspace(bytes), bytes, ctx);
@@ -216,13 +218,13 @@ runtime::Codelet cl_fwd_winograd_nobias("conv2d_fwd_winograd_nobias",
                                         DTNN_CUDA_FUNC(runtime::guarded<conv2d_fwd_cuda<Bias::kWithout>>),
                                         {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_data_winograd("conv2d_bwd_data_winograd", runtime::guarded<conv2d_bwd_data_cpu<kWinograd>>,
-                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
+                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda<>>),
                                       {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_data_convgemm("conv2d_bwd_data_convgemm", runtime::guarded<conv2d_bwd_data_cpu<kConvgemm>>,
-                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
+                                      DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda<>>),
                                       {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_data_im2col("conv2d_bwd_data_im2col", runtime::guarded<conv2d_bwd_data_cpu<kIm2col>>,
-                                    DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda>),
+                                    DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda<>>),
                                     {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_bwd_weights_convgemm("conv2d_bwd_weights_convgemm",
                                          runtime::guarded<conv2d_bwd_weights_cpu<kConvgemm, Bias::kWith>>,
@@ -238,6 +240,56 @@ runtime::Codelet cl_bwd_weights_im2col("conv2d_bwd_weights_im2col",
 runtime::Codelet cl_bwd_weights_im2col_nobias(
     "conv2d_bwd_weights_im2col_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWithout>>,
     DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout>>), {STARPU_R, STARPU_R, STARPU_W});
+
+// --precision tf32: the fp32 CPU bodies (CPUs have no TF32) and cuDNN's TF32 math on GPUs, names of their own.
+runtime::Codelet cl_fwd_convgemm_tf32("conv2d_fwd_convgemm_tf32",
+                                      runtime::guarded<conv2d_fwd_cpu<kConvgemm, Bias::kWith>>,
+                                      DTNN_CUDA_FUNC((runtime::guarded<conv2d_fwd_cuda<Bias::kWith, true>>)),
+                                      {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_convgemm_tf32_nobias("conv2d_fwd_convgemm_tf32_nobias",
+                                             runtime::guarded<conv2d_fwd_cpu<kConvgemm, Bias::kWithout>>,
+                                             DTNN_CUDA_FUNC((runtime::guarded<conv2d_fwd_cuda<Bias::kWithout, true>>)),
+                                             {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_im2col_tf32("conv2d_fwd_im2col_tf32", runtime::guarded<conv2d_fwd_cpu<kIm2col, Bias::kWith>>,
+                                    DTNN_CUDA_FUNC((runtime::guarded<conv2d_fwd_cuda<Bias::kWith, true>>)),
+                                    {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_im2col_tf32_nobias("conv2d_fwd_im2col_tf32_nobias",
+                                           runtime::guarded<conv2d_fwd_cpu<kIm2col, Bias::kWithout>>,
+                                           DTNN_CUDA_FUNC((runtime::guarded<conv2d_fwd_cuda<Bias::kWithout, true>>)),
+                                           {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_fwd_winograd_tf32("conv2d_fwd_winograd_tf32",
+                                      runtime::guarded<conv2d_fwd_cpu<kWinograd, Bias::kWith>>,
+                                      DTNN_CUDA_FUNC((runtime::guarded<conv2d_fwd_cuda<Bias::kWith, true>>)),
+                                      {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_fwd_winograd_tf32_nobias("conv2d_fwd_winograd_tf32_nobias",
+                                             runtime::guarded<conv2d_fwd_cpu<kWinograd, Bias::kWithout>>,
+                                             DTNN_CUDA_FUNC((runtime::guarded<conv2d_fwd_cuda<Bias::kWithout, true>>)),
+                                             {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_convgemm_tf32("conv2d_bwd_data_convgemm_tf32",
+                                           runtime::guarded<conv2d_bwd_data_cpu<kConvgemm>>,
+                                           DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda<true>>),
+                                           {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_im2col_tf32("conv2d_bwd_data_im2col_tf32", runtime::guarded<conv2d_bwd_data_cpu<kIm2col>>,
+                                         DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda<true>>),
+                                         {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_data_winograd_tf32("conv2d_bwd_data_winograd_tf32",
+                                           runtime::guarded<conv2d_bwd_data_cpu<kWinograd>>,
+                                           DTNN_CUDA_FUNC(runtime::guarded<conv2d_bwd_data_cuda<true>>),
+                                           {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_convgemm_tf32(
+    "conv2d_bwd_weights_convgemm_tf32", runtime::guarded<conv2d_bwd_weights_cpu<kConvgemm, Bias::kWith>>,
+    DTNN_CUDA_FUNC((runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWith, true>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_convgemm_tf32_nobias(
+    "conv2d_bwd_weights_convgemm_tf32_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kConvgemm, Bias::kWithout>>,
+    DTNN_CUDA_FUNC((runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout, true>>)), {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_bwd_weights_im2col_tf32(
+    "conv2d_bwd_weights_im2col_tf32", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWith>>,
+    DTNN_CUDA_FUNC((runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWith, true>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_bwd_weights_im2col_tf32_nobias(
+    "conv2d_bwd_weights_im2col_tf32_nobias", runtime::guarded<conv2d_bwd_weights_cpu<kIm2col, Bias::kWithout>>,
+    DTNN_CUDA_FUNC((runtime::guarded<conv2d_bwd_weights_cuda<Bias::kWithout, true>>)), {STARPU_R, STARPU_R, STARPU_W});
 
 // bf16: CPU bodies only (a GPU would compute in fp32 under the same name), one set of codelets per kind of bf16
 // math, named with its suffix (conv2d_fwd_convgemm_bf16, ..._bf16emu, ..._bf16amx), each with and without the bias.
@@ -335,6 +387,12 @@ const CodeletTable kFwd{{{&cl_fwd_convgemm_nobias, &cl_fwd_convgemm},
 const CodeletTable kBwdWeights{{{&cl_bwd_weights_convgemm_nobias, &cl_bwd_weights_convgemm},
                                 {&cl_bwd_weights_im2col_nobias, &cl_bwd_weights_im2col},
                                 {&cl_bwd_weights_convgemm_nobias, &cl_bwd_weights_convgemm}}};
+const CodeletTable kFwdTf32{{{&cl_fwd_convgemm_tf32_nobias, &cl_fwd_convgemm_tf32},
+                             {&cl_fwd_im2col_tf32_nobias, &cl_fwd_im2col_tf32},
+                             {&cl_fwd_winograd_tf32_nobias, &cl_fwd_winograd_tf32}}};
+const CodeletTable kBwdWeightsTf32{{{&cl_bwd_weights_convgemm_tf32_nobias, &cl_bwd_weights_convgemm_tf32},
+                                    {&cl_bwd_weights_im2col_tf32_nobias, &cl_bwd_weights_im2col_tf32},
+                                    {&cl_bwd_weights_convgemm_tf32_nobias, &cl_bwd_weights_convgemm_tf32}}};
 
 runtime::Codelet& pick(const CodeletTable& table, ConvAlgorithm a, const Tensor* bias) {
   return *table[static_cast<std::size_t>(a)][bias != nullptr ? 1 : 0];
@@ -349,7 +407,7 @@ void check_fits(const TaskTag& tag, ConvAlgorithm a, const Conv2dShape& shape) {
 
 // oneDNN's codelets compute in bf16 only: a layer checks its precision before choosing them.
 void check_onednn(const TaskTag& tag, ConvAlgorithm a, Precision p) {
-  if (a == ConvAlgorithm::kOneDnn && (p == Precision::kFp32 || p == Precision::kBf16Emulated)) {
+  if (a == ConvAlgorithm::kOneDnn && p != Precision::kBf16 && p != Precision::kBf16Amx) {
     throw std::logic_error(std::string(tag.layer) + ": onednn in precision " + to_string(p));
   }
 }
@@ -368,6 +426,7 @@ const char* to_string(Precision p) {
     case Precision::kBf16: return "bf16";
     case Precision::kBf16Emulated: return "bf16-emulated";
     case Precision::kBf16Amx: return "bf16-amx";
+    case Precision::kTf32: return "tf32";
   }
   return "?";
 }
@@ -388,7 +447,7 @@ bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape) {
   return a != ConvAlgorithm::kWinograd || kernels::cpu::winograd_fits(shape);
 }
 
-bool bf16_pass(Precision p, ConvAlgorithm a) { return p != Precision::kFp32 && a != ConvAlgorithm::kWinograd; }
+bool bf16_pass(Precision p, ConvAlgorithm a) { return is_bf16(p) && a != ConvAlgorithm::kWinograd; }
 
 void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& x,
                        const Tensor& w, const Tensor* b, int relu, Tensor& y, int tile, Precision precision) {
@@ -399,8 +458,9 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
+  const CodeletTable& table = precision == Precision::kTf32 ? kFwdTf32 : kFwd;
   runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? (b != nullptr ? cl_fwd_onednn : cl_fwd_onednn_nobias)
-                         : !bf16_pass(precision, algorithm) ? pick(kFwd, algorithm, b)
+                         : !bf16_pass(precision, algorithm) ? pick(table, algorithm, b)
                          : b != nullptr                      ? *bf16_codelets(precision).fwd
                                                              : *bf16_codelets(precision).fwd_nobias;
   runtime::submit_task(cl, task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
@@ -413,11 +473,15 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
   check_onednn(tag, algorithm, precision);
   const ConvArgs a = tile_args(shape, dx, tile, 0);
   std::string name;
-  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn    ? cl_bwd_data_onednn
-                         : bf16_pass(precision, algorithm)      ? *bf16_codelets(precision).bwd_data
-                         : algorithm == ConvAlgorithm::kConvgemm ? cl_bwd_data_convgemm
-                         : algorithm == ConvAlgorithm::kWinograd ? cl_bwd_data_winograd
-                                                                 : cl_bwd_data_im2col;
+  // [algorithm][tf32]
+  static const std::array<std::array<runtime::Codelet*, 2>, 3> kBwdData{
+      {{&cl_bwd_data_convgemm, &cl_bwd_data_convgemm_tf32},
+       {&cl_bwd_data_im2col, &cl_bwd_data_im2col_tf32},
+       {&cl_bwd_data_winograd, &cl_bwd_data_winograd_tf32}}};
+  const std::size_t tf32 = precision == Precision::kTf32 ? 1 : 0;
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? cl_bwd_data_onednn
+                         : bf16_pass(precision, algorithm)   ? *bf16_codelets(precision).bwd_data
+                                                             : *kBwdData[static_cast<std::size_t>(algorithm)][tf32];
   runtime::submit_task(cl,
                        task_info(tag, "bwd_data", tile, a.shape.flops(), name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
@@ -434,6 +498,7 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
   runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn
                              ? (db_tiles != nullptr ? cl_bwd_weights_onednn : cl_bwd_weights_onednn_nobias)
                          : precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
+                         : precision == Precision::kTf32 ? pick(kBwdWeightsTf32, algorithm, db_tiles)
                          : db_tiles != nullptr          ? *bf16_codelets(precision).bwd_weights
                                                         : *bf16_codelets(precision).bwd_weights_nobias;
   runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
@@ -466,11 +531,15 @@ void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dS
   const Bf16Math math = precision == Precision::kBf16      ? Bf16Math::kAvx512Bf16
                         : precision == Precision::kBf16Amx ? Bf16Math::kAmx
                                                            : Bf16Math::kEmulated;
-  const bool bf16 = precision != Precision::kFp32;
+  const bool bf16 = is_bf16(precision);
   switch (pass) {
     case ConvPass::kFwd:
-      if (a == ConvAlgorithm::kOneDnn) return k::conv2d_fwd_onednn_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
-      if (a == ConvAlgorithm::kWinograd) return k::conv2d_fwd_winograd(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
+      if (a == ConvAlgorithm::kOneDnn) {
+        return k::conv2d_fwd_onednn_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
+      }
+      if (a == ConvAlgorithm::kWinograd) {
+        return k::conv2d_fwd_winograd(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
+      }
       if (bf16) return k::conv2d_fwd_convgemm_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data(), math);
       if (a == ConvAlgorithm::kIm2col) return k::conv2d_fwd_im2col(s, d.x.data(), d.w.data(), nullptr, d.y.data());
       return k::conv2d_fwd_convgemm(s, d.x.data(), d.w.data(), nullptr, 0, d.y.data());
@@ -485,7 +554,9 @@ void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dS
         return k::conv2d_bwd_weights_onednn_bf16(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
       }
       if (bf16) return k::conv2d_bwd_weights_convgemm_bf16(s, d.x.data(), d.y.data(), d.dw.data(), nullptr, math);
-      if (a == ConvAlgorithm::kIm2col) return k::conv2d_bwd_weights_im2col(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
+      if (a == ConvAlgorithm::kIm2col) {
+        return k::conv2d_bwd_weights_im2col(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
+      }
       return k::conv2d_bwd_weights_convgemm(s, d.x.data(), d.y.data(), d.dw.data(), nullptr);
   }
 }
@@ -509,7 +580,7 @@ double time_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv
 // bits it does not give).
 std::vector<ConvAlgorithm> candidates(ConvPass pass, Precision precision, const Conv2dShape& s) {
   std::vector<ConvAlgorithm> out{ConvAlgorithm::kConvgemm};
-  if (precision == Precision::kFp32) out.push_back(ConvAlgorithm::kIm2col);
+  if (!is_bf16(precision)) out.push_back(ConvAlgorithm::kIm2col);
   if (pass != ConvPass::kBwdWeights && kernels::cpu::winograd_fits(s)) out.push_back(ConvAlgorithm::kWinograd);
   if ((precision == Precision::kBf16 || precision == Precision::kBf16Amx) && kernels::cpu::onednn_bf16_fits(s)) {
     out.push_back(ConvAlgorithm::kOneDnn);

@@ -50,29 +50,33 @@ void dense_bwd_weights_cpu(void** buffers, void* cl_arg) {
 }
 
 #ifdef DTNN_HAVE_CUDA
-template <Bias B>
+// Tf32: cuBLAS's TF32 tensor-core math (--precision tf32), in codelets of their own.
+template <Bias B, bool Tf32 = false>
 void dense_fwd_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cuda::dense_fwd(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                           a.relu, runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
+                           a.relu, runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream(),
+                           Tf32);
   DTNN_CUDA_CHECK(cudaGetLastError(), "dense_fwd");
 }
 
+template <bool Tf32 = false>
 void dense_bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   kernels::cuda::dense_bwd_data(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                                runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream());
+                                runtime::vector_ptr(buffers[2]), runtime::cuda::cublas(), runtime::cuda::stream(),
+                                Tf32);
   DTNN_CUDA_CHECK(cudaGetLastError(), "dense_bwd_data");
 }
 
-template <Bias B>
+template <Bias B, bool Tf32 = false>
 void dense_bwd_weights_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<DenseArgs>(cl_arg);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cuda::dense_bwd_weights(a.n, a.in, a.out, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                                    runtime::vector_ptr(buffers[2]), db, runtime::cuda::cublas(),
-                                   runtime::cuda::stream());
+                                   runtime::cuda::stream(), Tf32);
   DTNN_CUDA_CHECK(cudaGetLastError(), "dense_bwd_weights");
 }
 #endif
@@ -85,7 +89,7 @@ runtime::Codelet cl_dense_fwd_nobias("dense_fwd_nobias", runtime::guarded<dense_
                                      DTNN_CUDA_FUNC(runtime::guarded<dense_fwd_cuda<Bias::kWithout>>),
                                      {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_dense_bwd_data("dense_bwd_data", runtime::guarded<dense_bwd_data_cpu>,
-                                   DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_data_cuda>),
+                                   DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_data_cuda<>>),
                                    {STARPU_R, STARPU_R, STARPU_W});
 runtime::Codelet cl_dense_bwd_weights("dense_bwd_weights", runtime::guarded<dense_bwd_weights_cpu<Bias::kWith>>,
                                       DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda<Bias::kWith>>),
@@ -94,6 +98,25 @@ runtime::Codelet cl_dense_bwd_weights_nobias("dense_bwd_weights_nobias",
                                              runtime::guarded<dense_bwd_weights_cpu<Bias::kWithout>>,
                                              DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_weights_cuda<Bias::kWithout>>),
                                              {STARPU_R, STARPU_R, STARPU_W});
+
+// --precision tf32: the same CPU bodies (fp32; CPUs have no TF32), cuBLAS's TF32 math on GPUs, names of their own so
+// that performance models and calibrations never mix the two.
+runtime::Codelet cl_dense_fwd_tf32("dense_fwd_tf32", runtime::guarded<dense_fwd_cpu<Bias::kWith>>,
+                                   DTNN_CUDA_FUNC((runtime::guarded<dense_fwd_cuda<Bias::kWith, true>>)),
+                                   {STARPU_R, STARPU_R, STARPU_W, STARPU_R});
+runtime::Codelet cl_dense_fwd_tf32_nobias("dense_fwd_tf32_nobias", runtime::guarded<dense_fwd_cpu<Bias::kWithout>>,
+                                          DTNN_CUDA_FUNC((runtime::guarded<dense_fwd_cuda<Bias::kWithout, true>>)),
+                                          {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_dense_bwd_data_tf32("dense_bwd_data_tf32", runtime::guarded<dense_bwd_data_cpu>,
+                                        DTNN_CUDA_FUNC(runtime::guarded<dense_bwd_data_cuda<true>>),
+                                        {STARPU_R, STARPU_R, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_tf32(
+    "dense_bwd_weights_tf32", runtime::guarded<dense_bwd_weights_cpu<Bias::kWith>>,
+    DTNN_CUDA_FUNC((runtime::guarded<dense_bwd_weights_cuda<Bias::kWith, true>>)),
+    {STARPU_R, STARPU_R, STARPU_W, STARPU_W});
+runtime::Codelet cl_dense_bwd_weights_tf32_nobias(
+    "dense_bwd_weights_tf32_nobias", runtime::guarded<dense_bwd_weights_cpu<Bias::kWithout>>,
+    DTNN_CUDA_FUNC((runtime::guarded<dense_bwd_weights_cuda<Bias::kWithout, true>>)), {STARPU_R, STARPU_R, STARPU_W});
 
 struct InOrderArgs {
   int groups;  // samples of the tile
@@ -156,34 +179,39 @@ DenseArgs args_for(const Tensor& x_or_dx, const Tensor& w, int tile) {
 }  // namespace
 
 void submit_dense_fwd(const TaskTag& tag, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y, int tile,
-                      int relu) {
+                      int relu, bool tf32) {
   check_same_tiling(tag, x, y);
   DenseArgs a = args_for(x, w, tile);
   a.relu = relu;
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  runtime::submit_task(b != nullptr ? cl_dense_fwd : cl_dense_fwd_nobias,
+  runtime::Codelet& cl = tf32 ? (b != nullptr ? cl_dense_fwd_tf32 : cl_dense_fwd_tf32_nobias)
+                             : (b != nullptr ? cl_dense_fwd : cl_dense_fwd_nobias);
+  runtime::submit_task(cl,
                        task_info(tag, "fwd", tile, 2.0 * a.n * a.in * a.out, name), data, a);
 }
 
-void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w, Tensor& dx, int tile) {
+void submit_dense_bwd_data(const TaskTag& tag, const Tensor& dy, const Tensor& w, Tensor& dx, int tile, bool tf32) {
   check_same_tiling(tag, dy, dx);
   const DenseArgs a = args_for(dx, w, tile);
   std::string name;
-  runtime::submit_task(cl_dense_bwd_data, task_info(tag, "bwd_data", tile, 2.0 * a.n * a.in * a.out, name),
+  runtime::submit_task(tf32 ? cl_dense_bwd_data_tf32 : cl_dense_bwd_data,
+                       task_info(tag, "bwd_data", tile, 2.0 * a.n * a.in * a.out, name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
 }
 
 void submit_dense_bwd_weights(const TaskTag& tag, const Tensor& x, const Tensor& dy, Tensor& dw_tiles,
-                              Tensor* db_tiles, int tile) {
+                              Tensor* db_tiles, int tile, bool tf32) {
   check_same_tiling(tag, x, dy);
   const DenseArgs a{gemm_rows(x, dw_tiles.shape()[2], tile), static_cast<int>(dw_tiles.shape()[2]),
                     static_cast<int>(dw_tiles.shape()[1]), 0};
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  runtime::submit_task(db_tiles != nullptr ? cl_dense_bwd_weights : cl_dense_bwd_weights_nobias,
+  runtime::Codelet& cl = tf32 ? (db_tiles != nullptr ? cl_dense_bwd_weights_tf32 : cl_dense_bwd_weights_tf32_nobias)
+                             : (db_tiles != nullptr ? cl_dense_bwd_weights : cl_dense_bwd_weights_nobias);
+  runtime::submit_task(cl,
                        task_info(tag, "bwd_weights", tile, 2.0 * a.n * a.in * a.out, name), data, a);
 }
 

@@ -32,10 +32,16 @@ struct ConvPlan {
 // AVX512-BF16's vdpbf16ps: CPU workers only); bf16-emulated, the same results bit for bit on any x86-64 CPU,
 // slowly; or bf16-amx, the same rounded inputs summed in fp32 by AMX's TDPBF16PS (Intel Sapphire Rapids and later),
 // with bits of its own (no emulation). The codelets of each have names of their own, so that performance models
-// and calibrations never mix them.
-enum class Precision { kFp32, kBf16, kBf16Emulated, kBf16Amx };
+// and calibrations never mix them. tf32: on GPUs, cuDNN's convolutions and cuBLAS's dense GEMMs in TF32 tensor-core
+// math (inputs rounded to a 10-bit significand, sums in fp32; PyTorch's allow_tf32); CPU workers compute in fp32
+// (CPUs have no TF32), in codelets of tf32 names all the same.
+enum class Precision { kFp32, kBf16, kBf16Emulated, kBf16Amx, kTf32 };
 
 const char* to_string(Precision p);
+// Whether the precision rounds the convolutions' inputs to bf16 (bf16, bf16-emulated, bf16-amx).
+constexpr bool is_bf16(Precision p) {
+  return p == Precision::kBf16 || p == Precision::kBf16Emulated || p == Precision::kBf16Amx;
+}
 
 enum class ActivationKind : int { kSigmoid = 0, kTanh, kLeakyRelu, kElu, kGelu, kGeluTanh };
 

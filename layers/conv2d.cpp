@@ -36,11 +36,12 @@ ConvVariant parse_conv_variant(const std::string& name, const std::string& optio
 
 codelets::Precision parse_precision(const std::string& name, const std::string& option) {
   using codelets::Precision;
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kBf16Emulated, Precision::kBf16Amx}) {
+  for (Precision p :
+       {Precision::kFp32, Precision::kBf16, Precision::kBf16Emulated, Precision::kBf16Amx, Precision::kTf32}) {
     if (name == codelets::to_string(p)) return p;
   }
   throw InvalidArgument(
-      fmt::format("{}: unknown precision '{}', expected fp32, bf16, bf16-emulated or bf16-amx", option, name));
+      fmt::format("{}: unknown precision '{}', expected fp32, bf16, bf16-emulated, bf16-amx or tf32", option, name));
 }
 
 void check_precision_runs(codelets::Precision p, const std::string& option) {
@@ -109,9 +110,9 @@ std::string Conv2d::describe() const {
   if (!o.bias_) s += ", no bias";
   if (o.relu_) s += ", +ReLU";
   if (o.precision_ != codelets::Precision::kFp32) {
-    // Winograd's forward and backward-data stay fp32 (codelets/conv2d.hpp).
-    s += fmt::format(", {}{}", algorithm_ == codelets::ConvAlgorithm::kWinograd ? "weight gradients " : "",
-                     codelets::to_string(o.precision_));
+    // Winograd's forward and backward-data stay fp32 in bf16 (codelets/conv2d.hpp).
+    const bool winograd = algorithm_ == codelets::ConvAlgorithm::kWinograd && codelets::is_bf16(o.precision_);
+    s += fmt::format(", {}{}", winograd ? "weight gradients " : "", codelets::to_string(o.precision_));
   }
   return s + ", " + algorithm();
 }

@@ -18,7 +18,7 @@ enum class ConvVariant { kConvgemm, kIm2col, kWinograd, kAuto, kOneDnn };
 const char* to_string(ConvVariant v);
 // "convgemm", "im2col", "winograd", "auto" or "onednn"; InvalidArgument naming `option` otherwise.
 ConvVariant parse_conv_variant(const std::string& name, const std::string& option);
-// "fp32", "bf16" or "bf16-emulated"; InvalidArgument naming `option` otherwise.
+// "fp32", "bf16", "bf16-emulated", "bf16-amx" or "tf32"; InvalidArgument naming `option` otherwise.
 codelets::Precision parse_precision(const std::string& name, const std::string& option);
 // InvalidArgument naming `option` for bf16 on a CPU without AVX512-BF16 (or with DTNN_MAX_CPU_ISA below avx512).
 void check_precision_runs(codelets::Precision p, const std::string& option);

@@ -19,8 +19,8 @@ Dense::Dense(DenseOptions options) : options_(options) {
 }
 
 std::string Dense::describe() const {
-  return fmt::format("{} -> {}{}{}", options_.in_, options_.out_, options_.bias_ ? "" : ", no bias",
-                     options_.relu_ ? ", +ReLU" : "");
+  return fmt::format("{} -> {}{}{}{}", options_.in_, options_.out_, options_.bias_ ? "" : ", no bias",
+                     options_.relu_ ? ", +ReLU" : "", tf32() ? ", tf32" : "");
 }
 
 int Dense::fuse_relu() {
@@ -54,7 +54,8 @@ void Dense::reset_parameters(Rng& rng) {
 void Dense::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_dense_fwd(tag, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t, options_.relu_);
+    codelets::submit_dense_fwd(tag, x, weight_->value, bias_ ? &bias_->value : nullptr, y, t, options_.relu_,
+                               tf32());
   }
 }
 
@@ -65,7 +66,7 @@ void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_dense_bwd_data(data_tag, *g, weight_->value, *dx, t);
+      codelets::submit_dense_bwd_data(data_tag, *g, weight_->value, *dx, t, tf32());
     }
   }
   if (sequence_) {
@@ -77,7 +78,7 @@ void Dense::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor*
   } else {
     for (int t = 0; t < dy.tiles(); ++t) {
       codelets::submit_dense_bwd_weights(weights_tag, x, *g, weight_->tile_grads,
-                                         bias_ ? &bias_->tile_grads : nullptr, t);
+                                         bias_ ? &bias_->tile_grads : nullptr, t, tf32());
     }
     submit_gradient_sums(dy.tiles(), ctx);
   }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
+#include "codelets/kinds.hpp"
 #include "layers/init.hpp"
 #include "layers/layer.hpp"
 
@@ -12,12 +13,16 @@ struct DenseOptions {
   DenseOptions& init(init::Init i) { init_ = i; return *this; }
   // true: ReLU applied to the output in the same task; backward masks the gradient.
   DenseOptions& relu(bool fused) { relu_ = fused; return *this; }
+  // tf32 (codelets/kinds.hpp): cuBLAS's TF32 math on GPU workers (one row per sample; a sequence's in-order weight
+  // gradients stay fp32); any other precision computes in fp32 (dense layers have no bf16 kernels yet).
+  DenseOptions& precision(codelets::Precision p) { precision_ = p; return *this; }
 
   std::int64_t in_;
   std::int64_t out_;
   bool bias_ = true;
   bool relu_ = false;
   init::Init init_ = init::Init::kPyTorchDefault;
+  codelets::Precision precision_ = codelets::Precision::kFp32;
 };
 
 // y = x W^T + b with W [out, in] (PyTorch's Linear), on the last axis: a (..., in_features) sample gives
@@ -36,8 +41,11 @@ class Dense : public Layer {
   [[nodiscard]] const DenseOptions& options() const { return options_; }
   // Fused passes (models/fusion.hpp): the following ReLU in the forward task (options().relu_).
   int fuse_relu() override;
+  // The precision of every later pass (DenseOptions::precision).
+  void set_precision(codelets::Precision p) { options_.precision_ = p; }
 
  private:
+  [[nodiscard]] bool tf32() const { return options_.precision_ == codelets::Precision::kTf32; }
   DenseOptions options_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;

@@ -14,6 +14,7 @@
 #include "io/h5tokens.hpp"
 #include "io/normalize.hpp"
 #include "io/text.hpp"
+#include "layers/dense.hpp"
 #include "models/checkpointing.hpp"
 #include "models/schedules.hpp"
 
@@ -24,6 +25,10 @@ void set_conv_variant(Layer& layer, ConvVariant v, codelets::Precision p) {
   if (auto* conv = dynamic_cast<Conv2d*>(&layer)) {
     conv->set_variant(v);
     conv->set_precision(p);
+  }
+  // Dense layers take tf32 (GPUs' cuBLAS); in the bf16 precisions they stay fp32.
+  if (auto* dense = dynamic_cast<Dense*>(&layer)) {
+    dense->set_precision(p == codelets::Precision::kTf32 ? p : codelets::Precision::kFp32);
   }
   for (Layer* child : layer.children()) set_conv_variant(*child, v, p);
 }

@@ -87,26 +87,27 @@ struct Choice {
 
 struct ConvState {
   Conv2dShape shape;
+  bool tf32;
   Padding pad;
   ConvDescriptors d;
   std::size_t padded_elements = 0;  // of the padded copy of x (or dx); 0 without one
   std::size_t inside_offset = 0;    // elements from the copy's start to x's cell (0, 0, 0, 0)
   std::array<std::optional<Choice>, 3> choice;
 
-  explicit ConvState(const Conv2dShape& s) : shape(s), pad(s) {}
+  ConvState(const Conv2dShape& s, bool tf32_math) : shape(s), tf32(tf32_math), pad(s) {}
 };
 
 constexpr std::size_t kShapeFields = 16;
-using ShapeKey = std::array<int, kShapeFields + 1>;      // shape fields, device
-using ChoiceKey = std::array<int, kShapeFields + 2>;     // shape fields, device, pass
+using ShapeKey = std::array<int, kShapeFields + 2>;      // shape fields, device, TF32
+using ChoiceKey = std::array<int, kShapeFields + 3>;     // shape fields, device, TF32, pass
 
-ShapeKey shape_key(const Conv2dShape& s, int device) {
-  return {s.n,        s.c,          s.h,        s.w,         s.k,     s.r,     s.s,      s.stride_h, s.stride_w,
-          s.pad_top, s.pad_bottom, s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, device};
+ShapeKey shape_key(const Conv2dShape& s, int device, bool tf32) {
+  return {s.n,       s.c,          s.h,        s.w,         s.k,     s.r,     s.s,      s.stride_h, s.stride_w,
+          s.pad_top, s.pad_bottom, s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, device,     tf32 ? 1 : 0};
 }
 
-std::unique_ptr<ConvState> make_state(const Conv2dShape& s) {
-  auto st = std::make_unique<ConvState>(s);
+std::unique_ptr<ConvState> make_state(const Conv2dShape& s, bool tf32) {
+  auto st = std::make_unique<ConvState>(s, tf32);
   ConvDescriptors& d = st->d;
   const Padding& p = st->pad;
   const int hp = s.h + p.top + p.bottom;
@@ -135,8 +136,9 @@ std::unique_ptr<ConvState> make_state(const Conv2dShape& s) {
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                    where(s));
   DTNN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, s.groups), where(s));
-  // FMA math: no TF32 tensor-core kernels (which CUDNN_DEFAULT_MATH allows on Ampere and later).
-  DTNN_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH), where(s));
+  // FMA math: no TF32 tensor-core kernels (which CUDNN_DEFAULT_MATH allows on Ampere and later), unless TF32 is
+  // asked for: then the default math, as PyTorch sets it with allow_tf32.
+  DTNN_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH), where(s));
   int on = 0, ok = 0, oh = 0, ow = 0;
   DTNN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &on, &ok, &oh, &ow), where(s));
   if (on != s.n || ok != s.k || oh != s.out_h() || ow != s.out_w()) {
@@ -152,12 +154,12 @@ std::unique_ptr<ConvState> make_state(const Conv2dShape& s) {
 }
 
 // This thread's descriptors for the shape. A CUDA worker keeps its thread, so nothing here is shared.
-ConvState& state_for(const Conv2dShape& s, int device) {
+ConvState& state_for(const Conv2dShape& s, const CudnnContext& ctx) {
   thread_local std::map<ShapeKey, std::unique_ptr<ConvState>> states;
-  const ShapeKey key = shape_key(s, device);
+  const ShapeKey key = shape_key(s, ctx.device, ctx.tf32);
   auto it = states.find(key);
   if (it == states.end()) {
-    it = states.emplace(key, make_state(s)).first;
+    it = states.emplace(key, make_state(s, ctx.tf32)).first;
   }
   return *it->second;
 }
@@ -193,20 +195,24 @@ bool is_transform(cudnnConvolutionBwdFilterAlgo_t a) {
          a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
 }
 
-// The first of cuDNN's ranked candidates that runs without tensor cores, is deterministic, is a direct sum (unless
-// transforms_allowed()) and fits the workspace cap; `fallback` (a deterministic direct algorithm that supports
-// every geometry) when none does.
+// The first of cuDNN's ranked candidates that runs without tensor cores (with them too under TF32, never with a
+// conversion to fp16), is deterministic, is a direct sum (unless transforms_allowed()) and fits the workspace cap;
+// `fallback` (a deterministic direct algorithm that supports every geometry) when none does.
 template <class Perf, class Algo, class SizeFn>
-Choice first_fit(const std::vector<Perf>& perf, int returned, Algo fallback, SizeFn&& size, const Conv2dShape& s) {
+Choice first_fit(const std::vector<Perf>& perf, int returned, Algo fallback, SizeFn&& size, const Conv2dShape& s,
+                 bool tf32) {
   for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i) {
     const Perf& p = perf[static_cast<std::size_t>(i)];
     if (is_transform(p.algo) && !transforms_allowed()) {
       continue;
     }
-    // Tensor-core (TF32, conversion) variants are out; DEFAULT or FMA entries run as FMA under the descriptor's
-    // CUDNN_FMA_MATH (what PyTorch does with allow_tf32 off). Requiring FMA alone could leave only the fallback.
-    const bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC || tensor_op) {
+    // In fp32, tensor-core (TF32, conversion) variants are out; DEFAULT or FMA entries run as FMA under the
+    // descriptor's CUDNN_FMA_MATH (what PyTorch does with allow_tf32 off). Requiring FMA alone could leave only the
+    // fallback.
+    // Under TF32, the tensor-core entries are what is asked for (TF32 on fp32 data); a conversion to fp16 never.
+    const bool refused = p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                         (p.mathType == CUDNN_TENSOR_OP_MATH && !tf32);
+    if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC || refused) {
       continue;
     }
     std::size_t bytes = 0;
@@ -241,7 +247,7 @@ Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
           [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
             return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, bytes);
           },
-          s);
+          s, st.tf32);
     }
     case ConvPass::kBwdData: {
       DTNN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count), where(s));
@@ -254,7 +260,7 @@ Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
           [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, bytes);
           },
-          s);
+          s, st.tf32);
     }
     case ConvPass::kBwdWeights: {
       DTNN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count), where(s));
@@ -267,7 +273,7 @@ Choice choose(const ConvState& st, ConvPass pass, cudnnHandle_t h) {
           [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, bytes);
           },
-          s);
+          s, st.tf32);
     }
   }
   throw RuntimeError("conv2d (cuDNN): unknown pass [" + describe(s) + "]");
@@ -283,7 +289,7 @@ const Choice& choice_for(ConvState& st, ConvPass pass, const CudnnContext& ctx) 
   static std::mutex mutex;
   static std::map<ChoiceKey, Choice> choices;
   ChoiceKey key{};
-  const ShapeKey shape = shape_key(st.shape, ctx.device);
+  const ShapeKey shape = shape_key(st.shape, ctx.device, st.tf32);
   std::copy(shape.begin(), shape.end(), key.begin());
   key.back() = static_cast<int>(pass);
   {
@@ -359,7 +365,7 @@ std::size_t conv2d_workspace_bytes(const Conv2dShape& sh, ConvPass pass, const C
   if (!uses_cudnn(sh, pass)) {
     return 0;
   }
-  ConvState& st = state_for(sh, ctx.device);
+  ConvState& st = state_for(sh, ctx);
   return total_bytes(st, choice_for(st, pass, ctx));
 }
 
@@ -369,7 +375,7 @@ void conv2d_fwd(const Conv2dShape& sh, const float* x, const float* w, const flo
   if (!uses_cudnn(sh, ConvPass::kFwd)) {
     return;
   }
-  ConvState& st = state_for(sh, ctx.device);
+  ConvState& st = state_for(sh, ctx);
   const Choice& c = choice_for(st, ConvPass::kFwd, ctx);
   const Scratch ws = carve(st, c, workspace, workspace_bytes, "fwd");
   const float* input = x;
@@ -398,7 +404,7 @@ void conv2d_bwd_data(const Conv2dShape& sh, const float* dy, const float* w, flo
     DTNN_CUDA_CHECK(cudaMemsetAsync(dx, 0, count * sizeof(float), ctx.stream), where(sh, "dx"));
     return;
   }
-  ConvState& st = state_for(sh, ctx.device);
+  ConvState& st = state_for(sh, ctx);
   const Choice& c = choice_for(st, ConvPass::kBwdData, ctx);
   const Scratch ws = carve(st, c, workspace, workspace_bytes, "bwd_data");
   const float one = 1.0f;
@@ -430,7 +436,7 @@ void conv2d_bwd_weights(const Conv2dShape& sh, const float* x, const float* dy, 
     DTNN_CUDA_CHECK(cudaMemsetAsync(dw, 0, w_count * sizeof(float), ctx.stream), where(sh, "dw"));
     return;
   }
-  ConvState& st = state_for(sh, ctx.device);
+  ConvState& st = state_for(sh, ctx);
   const Choice& c = choice_for(st, ConvPass::kBwdWeights, ctx);
   const Scratch ws = carve(st, c, workspace, workspace_bytes, "bwd_weights");
   const float* input = x;

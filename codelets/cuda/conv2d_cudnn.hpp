@@ -3,7 +3,9 @@
 // as the CPU convolution kernels (codelets/cpu/kernels.hpp, convgemm.hpp): x[n,c,h,w], w[k,c/groups,r,s],
 // y[n,k,oh,ow]; every output is overwritten. No StarPU here.
 //
-// - Numerics: FMA math only (CUDNN_FMA_MATH), never TF32, so that results match the CPU's to fp32 rounding; only
+// - Numerics: FMA math only (CUDNN_FMA_MATH), never TF32, so that results match the CPU's to fp32 rounding (unless
+//   the context asks for TF32, --precision tf32: then CUDNN_DEFAULT_MATH and tensor-core algorithms, PyTorch's
+//   allow_tf32; inputs rounded to TF32's 10-bit significand inside cuDNN, sums in fp32); only
 //   algorithms that cuDNN reports as deterministic are used, so that results are bitwise reproducible on a given
 //   GPU model and cuDNN version; and only direct sums (no FFT or Winograd transforms, whose larger rounding
 //   errors BatchNorm's backward amplifies) unless DTNN_CUDNN_ALGORITHMS=all.
@@ -33,6 +35,7 @@ struct CudnnContext {
   cudnnHandle_t cudnn;
   cudaStream_t stream;
   int device;
+  bool tf32 = false;  // TF32 tensor-core math allowed (descriptors and algorithm choices of their own)
 };
 
 // Bytes of device workspace that `pass` needs for this shape (the chosen algorithm's, plus the padded copy for an

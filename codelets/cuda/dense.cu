@@ -9,9 +9,10 @@ namespace dtnn::kernels::cuda {
 namespace {
 
 // The worker's handle is shared by every codelet of the worker: state that changes results is set on each call
-// rather than assumed. The default math mode never lowers fp32 GEMMs to TF32 (CUBLAS_TF32_TENSOR_OP_MATH would).
-void prepare(cublasHandle_t cublas, const char* what) {
-  DTNN_CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), what);
+// rather than assumed. The default math mode never lowers fp32 GEMMs to TF32; CUBLAS_TF32_TENSOR_OP_MATH does, for
+// --precision tf32.
+void prepare(cublasHandle_t cublas, const char* what, bool tf32 = false) {
+  DTNN_CUBLAS_CHECK(cublasSetMathMode(cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), what);
   DTNN_CUBLAS_CHECK(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), what);
 }
 
@@ -58,14 +59,14 @@ __global__ void column_sums_onto_kernel(int n, int out, const float* __restrict_
 }  // namespace
 
 void dense_fwd(int n, int in, int out, const float* x, const float* w, const float* b, int relu, float* y,
-               cublasHandle_t cublas, cudaStream_t stream) {
+               cublasHandle_t cublas, cudaStream_t stream, bool tf32) {
   if (n <= 0 || out <= 0) {
     return;
   }
   if (in <= 0) {
     zero(y, static_cast<std::size_t>(n) * static_cast<std::size_t>(out), stream, "dense_fwd");
   } else {
-    prepare(cublas, "dense_fwd");
+    prepare(cublas, "dense_fwd", tf32);
     // y^T (out x n) = w (out x in; w^T as stored) * x^T (in x n; as stored)
     sgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out, "dense_fwd");
   }
@@ -74,7 +75,7 @@ void dense_fwd(int n, int in, int out, const float* x, const float* w, const flo
 }
 
 void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, float* dx, cublasHandle_t cublas,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, bool tf32) {
   if (n <= 0 || in <= 0) {
     return;
   }
@@ -82,13 +83,13 @@ void dense_bwd_data(int n, int in, int out, const float* dy, const float* w, flo
     zero(dx, static_cast<std::size_t>(n) * static_cast<std::size_t>(in), stream, "dense_bwd_data");
     return;
   }
-  prepare(cublas, "dense_bwd_data");
+  prepare(cublas, "dense_bwd_data", tf32);
   // dx^T (in x n) = w^T (in x out; as stored) * dy^T (out x n; as stored)
   sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, dx, in, "dense_bwd_data");
 }
 
 void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, float* dw, float* db,
-                       cublasHandle_t cublas, cudaStream_t stream) {
+                       cublasHandle_t cublas, cudaStream_t stream, bool tf32) {
   if (out <= 0) {
     return;
   }
@@ -96,7 +97,7 @@ void dense_bwd_weights(int n, int in, int out, const float* x, const float* dy, 
     if (n <= 0) {
       zero(dw, static_cast<std::size_t>(out) * static_cast<std::size_t>(in), stream, "dense_bwd_weights");
     } else {
-      prepare(cublas, "dense_bwd_weights");
+      prepare(cublas, "dense_bwd_weights", tf32);
       // dw^T (in x out) = x^T (in x n; as stored) * dy (n x out; dy^T as stored, transposed)
       sgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, dw, in, "dense_bwd_weights");
     }

@@ -45,14 +45,14 @@ std::vector<std::vector<float>> run_on(runtime::Device device, const std::functi
 // CPU, then CUDA, compared with a tolerance scaled to each output; then CUDA again, which must repeat itself
 // bit for bit (deterministic algorithms and reductions only).
 void compare_cpu_cuda_scaled(const std::function<void()>& submit, const std::vector<Tensor*>& outputs,
-                             const std::vector<std::string>& names) {
+                             const std::vector<std::string>& names, double rel_tol = kRelTol) {
   const auto cpu = run_on(runtime::Device::kCpu, submit, outputs);
   const auto gpu = run_on(runtime::Device::kCuda, submit, outputs);
   const auto again = run_on(runtime::Device::kCuda, submit, outputs);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     double scale = 0.0;
     for (float v : cpu[i]) scale = std::max(scale, static_cast<double>(std::abs(v)));
-    EXPECT_TRUE(all_close(cpu[i], gpu[i], kRelTol, kRelTol * scale + 1e-7)) << names[i] << " (scale " << scale << ")";
+    EXPECT_TRUE(all_close(cpu[i], gpu[i], rel_tol, rel_tol * scale + 1e-7)) << names[i] << " (scale " << scale << ")";
     EXPECT_TRUE(all_close(gpu[i], again[i], 0.0, 0.0)) << names[i] << ": two CUDA runs differ";
   }
 }
@@ -225,6 +225,61 @@ TEST_P(CudaDenseTest, AllPassesMatchCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDenseTest, ::testing::ValuesIn(kDenseCases),
                          [](const ::testing::TestParamInfo<DenseCase>& info) { return std::string(info.param.name); });
+
+// --precision tf32's codelets (cuDNN's and cuBLAS's TF32 math on the GPU, fp32 on the CPU): every pass within TF32's
+// rounding of the CPU's fp32 (inputs rounded to a 10-bit significand, 2^-11 relative each, sums in fp32: 5e-3 of the
+// output's scale leaves room for sums of a few hundred products, and is still far below a wrong index's O(1)), and
+// bitwise repeatable on the GPU.
+constexpr double kTf32RelTol = 5e-3;
+
+TEST(CudaTf32Test, ConvolutionPassesAreFp32sToTf32Rounding) {
+  DTNN_REQUIRE_CUDA();
+  Conv2dShape s = geometry(32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  s.n = 8;
+  const int tiles = 2;
+  Tensor x = random_tensor({s.n, s.c, s.h, s.w}, tiles, 31);
+  Tensor weights = random_tensor({s.k, s.c, s.r, s.s}, 1, 32);
+  Tensor bias = random_tensor({s.k}, 1, 33);
+  Tensor dy = random_tensor({s.n, s.k, s.out_h(), s.out_w()}, tiles, 34);
+  Tensor y({s.n, s.k, s.out_h(), s.out_w()}, tiles);
+  Tensor dx({s.n, s.c, s.h, s.w}, tiles);
+  Tensor dw_tiles({tiles, s.k, s.c, s.r, s.s}, tiles);
+  Tensor db_tiles({tiles, s.k}, tiles);
+  const codelets::TaskTag tag{"tf32"};
+  const auto tf32 = codelets::Precision::kTf32;
+  compare_cpu_cuda_scaled(
+      [&] {
+        for (int t = 0; t < tiles; ++t) {
+          codelets::submit_conv2d_fwd(tag, kConvgemm, s, x, weights, &bias, 1, y, t, tf32);
+          codelets::submit_conv2d_bwd_data(tag, kConvgemm, s, dy, weights, dx, t, tf32);
+          codelets::submit_conv2d_bwd_weights(tag, kConvgemm, s, x, dy, dw_tiles, &db_tiles, t, tf32);
+        }
+      },
+      {&y, &dx, &dw_tiles, &db_tiles}, {"y", "dx", "dw", "db"}, kTf32RelTol);
+}
+
+TEST(CudaTf32Test, DensePassesAreFp32sToTf32Rounding) {
+  DTNN_REQUIRE_CUDA();
+  const int batch = 64, tiles = 4, in = 300, out = 257;
+  Tensor x = random_tensor({batch, in}, tiles, 41);
+  Tensor weights = random_tensor({out, in}, 1, 42);
+  Tensor bias = random_tensor({out}, 1, 43);
+  Tensor dy = random_tensor({batch, out}, tiles, 44);
+  Tensor y({batch, out}, tiles);
+  Tensor dx({batch, in}, tiles);
+  Tensor dw_tiles({tiles, out, in}, tiles);
+  Tensor db_tiles({tiles, out}, tiles);
+  const codelets::TaskTag tag{"tf32"};
+  compare_cpu_cuda_scaled(
+      [&] {
+        for (int t = 0; t < tiles; ++t) {
+          codelets::submit_dense_fwd(tag, x, weights, &bias, y, t, 1, true);
+          codelets::submit_dense_bwd_data(tag, dy, weights, dx, t, true);
+          codelets::submit_dense_bwd_weights(tag, x, dy, dw_tiles, &db_tiles, t, true);
+        }
+      },
+      {&y, &dx, &dw_tiles, &db_tiles}, {"y", "dx", "dw", "db"}, kTf32RelTol);
+}
 
 }  // namespace
 }  // namespace dtnn

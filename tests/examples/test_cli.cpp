@@ -684,6 +684,37 @@ TEST(CliTest, Bf16IsBitwiseAcrossSchedulersWorkersAndResume) {
   fs::remove(resumed);
 }
 
+// --precision tf32 (issue 37): TF32 is the GPUs' (cuDNN's and cuBLAS's math; tests/cuda/test_conv_dense.cpp); CPU
+// workers compute in fp32, so a CPU run trains fp32's weights bit for bit, says so, and its tasks are the tf32
+// codelets (a calibration's models never mix the two).
+TEST(CliTest, Tf32OnCpusIsFp32AndSaysSo) {
+  const std::string run = "train --model simplecnn --dataset synthetic --synthetic-samples 96 --batch-size 32 "
+                          "--seed 4 --no-test --conv convgemm ";
+  const fs::path fp32 = temp_path("tf32-fp32.json"), tf32 = temp_path("tf32-tf32.json");
+  ASSERT_EQ(dtnn(run + "--quiet --report " + fp32.string()).status, 0);
+  const CliRun r = dtnn(run + "--precision tf32 --report " + tf32.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Precision: tf32 for the convolutions and dense layers on GPU workers"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("CPU workers compute in fp32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3136 -> 128, +ReLU, tf32"), std::string::npos) << "the dense layers say it\n" << r.output;
+  EXPECT_EQ(read_json(tf32).at("precision"), "tf32");
+  EXPECT_EQ(weights_checksum(tf32), weights_checksum(fp32)) << "CPUs have no TF32";
+  fs::remove(fp32);
+  fs::remove(tf32);
+
+  const fs::path dir = temp_path("machine-tf32");
+  const CliRun cal = dtnn("calibrate --model simplecnn --batch-size 16 --steps 4 --workers 1 --precision tf32 "
+                          "--conv convgemm --out " + dir.string());
+  ASSERT_EQ(cal.status, 0) << cal.output;
+  const fs::path codelets = dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
+  EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm_tf32.dtnn-machine"));
+  EXPECT_TRUE(fs::exists(codelets / "dense_fwd_tf32.dtnn-machine"));
+  EXPECT_FALSE(fs::exists(codelets / "conv2d_fwd_convgemm.dtnn-machine"));
+  EXPECT_FALSE(fs::exists(codelets / "dense_fwd.dtnn-machine"));
+  fs::remove_all(dir);
+}
+
 // --conv onednn (oneDNN's bf16 convolutions, issue 37): the same weights on one worker or two, other weights than
 // convgemm's bf16 (other sums); asked in fp32 or bf16-emulated, a clear error naming the option.
 TEST(CliTest, OneDnnTrainsTheSameWeightsOnAnyWorkerCountAndOnlyInBf16) {
