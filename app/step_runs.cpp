@@ -82,8 +82,8 @@ void add_step_options(CLI::App* app, StepOptions& o) {
       ->check(CLI::IsMember({"convgemm", "im2col", "winograd", "onednn"}));
   add_named(app, "--fusion", o.model.fusion, {{"on", true}, {"off", false}}, "on or off (see dtnn train --help)");
   add_named(app, "--precision", o.model.precision, precision_names(),
-            "fp32, bf16, bf16-emulated or bf16-amx (see dtnn train --help; simulate: the one the machine folder was "
-            "calibrated with)");
+            "fp32, bf16, bf16-emulated, bf16-amx or tf32 (see dtnn train --help; simulate: the one the machine folder "
+            "was calibrated with)");
   app->add_option("--steps", o.run.steps_, "training steps, warm-up included")->check(CLI::PositiveNumber)
       ->capture_default_str();
   app->add_option("--warmup", o.run.warmup_, "first steps left out of the times")->check(CLI::NonNegativeNumber)
