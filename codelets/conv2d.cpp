@@ -614,6 +614,8 @@ ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision) {
     }
     (pass == ConvPass::kFwd ? plan.fwd : pass == ConvPass::kBwdData ? plan.bwd_data : plan.bwd_weights) = best;
   }
+  // The driver thread runs no convolution afterwards: oneDNN's working memory of the timing goes back.
+  kernels::cpu::onednn_release_thread_memory();
   cache.emplace(key, plan);
   return plan;
 }

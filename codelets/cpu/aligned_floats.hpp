@@ -18,6 +18,11 @@ class AlignedFloats {
     }
     return data_.get();
   }
+  // Gives the memory back (the next reserve allocates again).
+  void release() {
+    data_.reset();
+    capacity_ = 0;
+  }
 
  private:
   struct Release {

@@ -2,6 +2,7 @@
 #include "codelets/cpu/onednn_conv.hpp"
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -71,9 +72,16 @@ struct Context {
   }
 };
 
-Context& context() {
-  thread_local Context c;
+// Created at the thread's first oneDNN convolution.
+std::unique_ptr<Context>& this_thread() {
+  thread_local std::unique_ptr<Context> c;
   return c;
+}
+
+Context& context() {
+  std::unique_ptr<Context>& c = this_thread();
+  if (!c) c = std::make_unique<Context>();
+  return *c;
 }
 
 struct Descs {
@@ -264,6 +272,10 @@ bool onednn_bf16_fits(const Conv2dShape& sh) {
   return ok;
 }
 
+void onednn_release_thread_memory() {
+  if (this_thread()) this_thread()->memory_block.release();
+}
+
 std::string onednn_bf16_impl(const Conv2dShape& sh, ConvPass pass) {
   if (!onednn_bf16_fits(sh)) return "";
   return prepared(context(), sh, pass, pass != ConvPass::kBwdData, 0).impl;
@@ -296,6 +308,7 @@ void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const
 }
 #else
 bool onednn_built() { return false; }
+void onednn_release_thread_memory() {}
 bool onednn_bf16_fits(const Conv2dShape&) { return false; }
 std::string onednn_bf16_impl(const Conv2dShape&, ConvPass) { return ""; }
 

@@ -24,6 +24,10 @@ bool onednn_bf16_fits(const Conv2dShape& sh);
 // The implementation oneDNN runs for a pass, e.g. "brgconv:avx512_core_amx_bf16" ("" where it does not fit).
 std::string onednn_bf16_impl(const Conv2dShape& sh, ConvPass pass);
 
+// Gives back the calling thread's working memory (its primitives stay): for a thread that will run no more oneDNN
+// convolutions for a while, as the thread that times --conv auto's candidates.
+void onednn_release_thread_memory();
+
 // As conv2d_fwd_convgemm (bias and ReLU in fp32, fused), conv2d_bwd_data_convgemm and conv2d_bwd_weights_convgemm
 // (dw and db overwritten; db summed by oneDNN from dy as it rounded it). dtnn::InvalidArgument naming the geometry
 // where onednn_bf16_fits is false.
