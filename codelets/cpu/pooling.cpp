@@ -45,6 +45,47 @@ void for_each_window_argmax(const Pool2dShape& sh, const float* plane, Fn&& fn) 
   }
 }
 
+// for_each_window_argmax without a branch per cell, for planes that hold no NaN: the first cell inside the window
+// starts as the best, and each cell strictly greater replaces it (selects, not branches: on activations they would
+// be mispredicted half of the time; 3x3/2 windows of resnet50's stem measured 6x slower). Without a NaN that is the
+// exact rule's cell. A plane whose sum is NaN (a NaN, or both infinities) gets false and nothing called: the exact
+// rule is the caller's.
+template <typename Fn>
+bool for_each_window_argmax_finite(const Pool2dShape& sh, const float* plane, Fn&& fn) {
+  const size_t count = static_cast<size_t>(sh.h) * static_cast<size_t>(sh.w);
+  float probe = 0.0f;
+  for (size_t i = 0; i < count; ++i) probe += plane[i];
+  if (std::isnan(probe)) return false;
+  const int oh = sh.out_h();
+  const int ow = sh.out_w();
+  thread_local std::vector<PoolSpan> columns;
+  columns.resize(static_cast<size_t>(ow));
+  for (int ox = 0; ox < ow; ++ox) columns[static_cast<size_t>(ox)] = pool_span(ox, sh.w, sh.kw, sh.stride_w, sh.pad_w);
+  for (int oy = 0; oy < oh; ++oy) {
+    const PoolSpan r = pool_span(oy, sh.h, sh.kh, sh.stride_h, sh.pad_h);
+    for (int ox = 0; ox < ow; ++ox) {
+      const PoolSpan c = columns[static_cast<size_t>(ox)];
+      if (r.lo >= r.hi || c.lo >= c.hi) {
+        fn(oy, ox, std::ptrdiff_t{-1});
+        continue;
+      }
+      std::ptrdiff_t best = static_cast<std::ptrdiff_t>(r.lo) * sh.w + c.lo;
+      float best_value = plane[best];
+      for (int iy = r.lo; iy < r.hi; ++iy) {
+        const std::ptrdiff_t row = static_cast<std::ptrdiff_t>(iy) * sh.w;
+        for (int ix = c.lo; ix < c.hi; ++ix) {
+          const float v = plane[row + ix];
+          const bool greater = v > best_value;
+          best = greater ? row + ix : best;
+          best_value = greater ? v : best_value;
+        }
+      }
+      fn(oy, ox, best);
+    }
+  }
+  return true;
+}
+
 // The same rule as above for one value: strictly greater wins (first maximum), and the first NaN wins.
 inline bool beats(float v, float best) { return v > best || (v != v && best == best); }
 
@@ -121,10 +162,11 @@ void maxpool2d_fwd(const Pool2dShape& sh, const float* x, float* y) {
   for (size_t p = 0; p < planes; ++p) {
     const float* xp = x + p * in_plane;
     float* yp = y + p * out_plane;
-    for_each_window_argmax(sh, xp, [&](int oy, int ox, std::ptrdiff_t best) {
+    const auto store = [&](int oy, int ox, std::ptrdiff_t best) {
       yp[static_cast<size_t>(oy) * static_cast<size_t>(ow) + static_cast<size_t>(ox)] =
           best < 0 ? -std::numeric_limits<float>::infinity() : xp[best];
-    });
+    };
+    if (!for_each_window_argmax_finite(sh, xp, store)) for_each_window_argmax(sh, xp, store);
   }
 }
 
@@ -193,11 +235,12 @@ void maxpool2d_bwd_data(const Pool2dShape& sh, const float* x, const float* dy, 
     float* dxp = dx + p * in_plane;
     const float* dyp = dy + p * out_plane;
     // Overlapping windows may share a winner; their gradients add up in output order.
-    for_each_window_argmax(sh, x + p * in_plane, [&](int oy, int ox, std::ptrdiff_t best) {
+    const auto add = [&](int oy, int ox, std::ptrdiff_t best) {
       if (best >= 0) {
         dxp[best] += dyp[static_cast<size_t>(oy) * static_cast<size_t>(ow) + static_cast<size_t>(ox)];
       }
-    });
+    };
+    if (!for_each_window_argmax_finite(sh, x + p * in_plane, add)) for_each_window_argmax(sh, x + p * in_plane, add);
   }
 }
 

@@ -341,6 +341,53 @@ TEST(MaxPoolKernelTest, TiesGoToTheFirstPositionInRowMajorOrder) {
   EXPECT_TRUE(bitwise_equal(dx, {0.0f, 5.0f, 0.0f, 0.0f}));
 }
 
+// Overlapping windows take a branch-free path on planes without a NaN; a plane with one goes by the exact rule: the
+// first NaN of a window wins (forward NaN, its gradient to that cell), a window of -inf picks its first cell. One
+// plane here holds a NaN and infinities, the other -inf but no NaN: both must follow the rule.
+TEST(MaxPoolKernelTest, OverlappingWindowsWithNaNsAndInfinitiesFollowTheExactRule) {
+  const Pool2dShape sh = pool_shape(1, 2, 6, 6, 3, 3, 2, 1);
+  auto x = random_vector(72, 9, -1.0f, 1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  x[7] = std::numeric_limits<float>::quiet_NaN();  // plane 0, row 1, column 1: windows (0,0), (0,1), (1,0), (1,1)
+  x[8] = 5.0f;                                      // after the NaN in window (0, 1): the NaN still wins
+  x[14] = -inf;
+  x[0] = x[1] = x[6] = -inf;  // window (0, 0)'s other cells
+  x[40] = x[41] = 3.0f;       // plane 1 (no NaN, the branch-free path): a tie, first wins
+  x[36] = x[37] = x[42] = x[43] = -inf;  // and window (0, 0) all -inf: its first cell
+  const std::vector<float> dy = random_vector(18, 10);
+  std::vector<std::size_t> arg;
+  for (int p = 0; p < 2; ++p) {
+    for (int oy = 0; oy < 3; ++oy) {
+      for (int ox = 0; ox < 3; ++ox) {
+        std::ptrdiff_t best = -1;
+        for (int iy = std::max(0, 2 * oy - 1); iy < std::min(6, 2 * oy + 2); ++iy) {
+          for (int ix = std::max(0, 2 * ox - 1); ix < std::min(6, 2 * ox + 2); ++ix) {
+            const std::ptrdiff_t i = p * 36 + iy * 6 + ix;
+            const float b = best < 0 ? 0.0f : x[static_cast<std::size_t>(best)];
+            if (best < 0 || x[static_cast<std::size_t>(i)] > b ||
+                (std::isnan(x[static_cast<std::size_t>(i)]) && !std::isnan(b))) {
+              best = i;
+            }
+          }
+        }
+        arg.push_back(static_cast<std::size_t>(best));
+      }
+    }
+  }
+  auto y = nan_vector(18);
+  maxpool2d_fwd(sh, x.data(), y.data());
+  auto dx = nan_vector(72);
+  maxpool2d_bwd_data(sh, x.data(), dy.data(), dx.data());
+  std::vector<double> ref(72, 0.0);
+  for (std::size_t o = 0; o < 18; ++o) {
+    const float want = x[arg[o]];
+    EXPECT_TRUE(std::isnan(want) ? std::isnan(y[o]) : y[o] == want) << "output " << o;
+    ref[arg[o]] += dy[o];
+  }
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1])) << "the NaN wins its windows";
+  EXPECT_TRUE(all_close(dx, ref, 1e-6));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Softmax cross-entropy
 
