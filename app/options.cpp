@@ -59,12 +59,12 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
   app->add_flag("--normalize", run.data.normalize, "per-channel normalisation with the training set's mean and std");
   add_named(app, "--conv", run.model.conv, conv_names(),
             "convolution algorithm: convgemm, im2col, winograd (Winograd F(2x2,3x3) for 3x3 stride-1 layers, "
-            "convgemm for the rest), auto (times each that fits, per shape and pass) or onednn (oneDNN's bf16 convolutions: "
-            "--precision bf16 or bf16-amx only)");
+            "convgemm for the rest), auto (times each that fits, per shape and pass) or onednn (oneDNN's bf16 "
+            "convolutions: --precision bf16 or bf16-amx only)");
   add_named(app, "--precision", run.model.precision, precision_names(),
             "arithmetic of the convolutions: fp32; bf16 (inputs rounded to bf16, fp32 sums, AVX512-BF16 on CPU "
-            "workers: every pass of convgemm, im2col and onednn layers, the weight gradients of Winograd's, whose other passes "
-            "stay fp32; --conv auto picks per layer); bf16-emulated (bf16's results bit for bit on any x86-64, "
+            "workers: every pass of convgemm, im2col and onednn layers, the weight gradients of Winograd's, whose "
+            "other passes stay fp32; --conv auto picks per layer and pass); bf16-emulated (bf16's results bit for bit on any x86-64, "
             "slowly); bf16-amx (the same passes by AMX's TDPBF16PS on Intel Sapphire Rapids and later, sums of its "
             "own); tf32 (GPU workers: cuDNN's convolutions and cuBLAS's dense layers in TF32 tensor-core math; CPU "
             "workers compute in fp32)");

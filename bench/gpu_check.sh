@@ -661,7 +661,8 @@ write_json running
 
 # ---- TF32: dtnn --precision tf32 against PyTorch with allow_tf32 ----
 ips=""
-runs_part dtnn_resnet50_tf32 && dtnn_bench dtnn_resnet50_tf32 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 60 150 tf32
+runs_part dtnn_resnet50_tf32 &&
+  dtnn_bench dtnn_resnet50_tf32 "$main_device" resnet50_imagenet "$batch" 1 "$steps" 60 150 tf32
 dtnn_tf32_ips="$ips"
 set_figure dtnn_resnet50_tf32_images_per_second "$(jn "$dtnn_tf32_ips")"
 torch_ips=""
