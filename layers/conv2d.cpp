@@ -161,14 +161,15 @@ void Conv2d::choose_winograd() {
 codelets::ConvPlan Conv2d::resolve(const Tensor& x, int tile) {
   using codelets::ConvAlgorithm;
   using codelets::ConvPlan;
-  // oneDNN where it serves the geometry (every one on an AVX-512 CPU), convgemm elsewhere.
+  // oneDNN where it serves the geometry (every one on an AVX-512 CPU), convgemm elsewhere: decided once.
   if (options_.variant_ == ConvVariant::kOneDnn) {
     if (!decided_) {
       check_variant_runs(options_.variant_, options_.precision_, fmt::format("Conv2d {}", name()));
+      plan_ = ConvPlan::all(codelets::conv_algorithm_fits(ConvAlgorithm::kOneDnn, shape_) ? ConvAlgorithm::kOneDnn
+                                                                                           : ConvAlgorithm::kConvgemm);
       decided_ = 1;
     }
-    return ConvPlan::all(codelets::conv_algorithm_fits(ConvAlgorithm::kOneDnn, shape_) ? ConvAlgorithm::kOneDnn
-                                                                                         : ConvAlgorithm::kConvgemm);
+    return plan_;
   }
   // A Winograd layer's tiles of fewer samples than pay (their weight transform would cost more than it saves).
   if (options_.variant_ == ConvVariant::kWinograd && algorithm_ == ConvAlgorithm::kWinograd &&

@@ -96,7 +96,7 @@ class Conv2d : public Layer {
   Parameter* bias_ = nullptr;
   int decided_ = 0;  // an auto layer has measured (an onednn layer has checked its precision)
   codelets::ConvAlgorithm algorithm_ = codelets::ConvAlgorithm::kConvgemm;  // an auto layer's: its forward's
-  codelets::ConvPlan plan_;  // an auto layer's measured choice, pass by pass
+  codelets::ConvPlan plan_;  // an auto layer's measured choice, pass by pass (an onednn layer's: oneDNN or convgemm)
   int winograd_min_batch_ = 0;  // kernels::cpu::winograd_min_batch of the geometry
 };
 

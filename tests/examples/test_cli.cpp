@@ -42,6 +42,11 @@ fs::path temp_path(const std::string& name) {
   return fs::temp_directory_path() / ("dtnn-cli-" + std::to_string(::getpid()) + "-" + name);
 }
 
+// Where a machine folder holds StarPU's performance models of the codelets (one file per codelet name).
+fs::path codelet_models(const fs::path& machine_dir) {
+  return machine_dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
+}
+
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
@@ -476,7 +481,7 @@ TEST(CliMpiTest, CalibrationOfTwoRanksIsRank0sWithTheRanksRecorded) {
   ASSERT_EQ(doc.at("calibrations").size(), 1u);
   EXPECT_EQ(doc.at("calibrations")[0].at("ranks"), 2);
   EXPECT_EQ(doc.at("calibrations")[0].at("workers"), 1);
-  EXPECT_TRUE(fs::exists(dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45" / "sgd_update.dtnn-machine"));
+  EXPECT_TRUE(fs::exists(codelet_models(dir) / "sgd_update.dtnn-machine"));
   EXPECT_EQ(rank_scratch_folders(), scratch_before);
   fs::remove_all(dir);
 }
@@ -654,7 +659,6 @@ TEST(CliTest, Bf16IsBitwiseAcrossSchedulersWorkersAndResume) {
                             report.string());
       ASSERT_EQ(r.status, 0) << r.output;
       const std::string checksum = weights_checksum(report);
-      fs::remove(report);
       if (reference.empty()) {
         reference = checksum;
       } else {
@@ -665,7 +669,6 @@ TEST(CliTest, Bf16IsBitwiseAcrossSchedulersWorkersAndResume) {
   const fs::path fp32 = temp_path("bf16-det-fp32.json");
   ASSERT_EQ(dtnn(kShortRun + " --conv convgemm --report " + fp32.string()).status, 0);
   EXPECT_NE(weights_checksum(fp32), reference) << "bf16 trains other weights than fp32";
-  fs::remove(fp32);
 
   const std::string resumable = "train --dataset synthetic --synthetic-samples 320 --batch-size 32 --seed 5 --no-test "
                                 "--optimizer adam --lr 0.001 --lr-schedule constant --quiet --conv convgemm "
@@ -680,8 +683,6 @@ TEST(CliTest, Bf16IsBitwiseAcrossSchedulersWorkersAndResume) {
   ASSERT_EQ(second.status, 0) << second.output;
   EXPECT_EQ(weights_checksum(resumed), weights_checksum(full)) << "resumed in bf16";
   fs::remove_all(dir);
-  fs::remove(full);
-  fs::remove(resumed);
 }
 
 // --precision tf32 (issue 37): TF32 is the GPUs' (cuDNN's and cuBLAS's math; tests/cuda/test_conv_dense.cpp); CPU
@@ -700,14 +701,12 @@ TEST(CliTest, Tf32OnCpusIsFp32AndSaysSo) {
   EXPECT_NE(r.output.find("3136 -> 128, +ReLU, tf32"), std::string::npos) << "the dense layers say it\n" << r.output;
   EXPECT_EQ(read_json(tf32).at("precision"), "tf32");
   EXPECT_EQ(weights_checksum(tf32), weights_checksum(fp32)) << "CPUs have no TF32";
-  fs::remove(fp32);
-  fs::remove(tf32);
 
   const fs::path dir = temp_path("machine-tf32");
   const CliRun cal = dtnn("calibrate --model simplecnn --batch-size 16 --steps 4 --workers 1 --precision tf32 "
                           "--conv convgemm --out " + dir.string());
   ASSERT_EQ(cal.status, 0) << cal.output;
-  const fs::path codelets = dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
+  const fs::path codelets = codelet_models(dir);
   EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm_tf32.dtnn-machine"));
   EXPECT_TRUE(fs::exists(codelets / "dense_fwd_tf32.dtnn-machine"));
   EXPECT_FALSE(fs::exists(codelets / "conv2d_fwd_convgemm.dtnn-machine"));
@@ -732,9 +731,8 @@ TEST(CliTest, OneDnnTrainsTheSameWeightsOnAnyWorkerCountAndOnlyInBf16) {
     const fs::path report = temp_path("onednn-" + conv + std::to_string(workers) + ".json");
     const CliRun r = dtnn(run + " --precision bf16 --conv " + conv + " --workers " + std::to_string(workers) +
                           " --report " + report.string());
-    std::string sum = r.status == 0 ? weights_checksum(report) : std::string();
-    fs::remove(report);
-    return std::make_pair(r, sum);
+    if (r.status != 0) fs::remove(report);
+    return std::make_pair(r, r.status == 0 ? weights_checksum(report) : std::string());
   };
   const auto [one_run, one] = trained("onednn", 1);
   if (one_run.status != 0 && one_run.output.find("AVX512-BF16") != std::string::npos) {
@@ -981,7 +979,7 @@ TEST(CliTest, CalibrationInBf16RecordsItsPrecisionAndItsOwnCodelets) {
   const CliRun r = dtnn("calibrate --model simplecnn --batch-size 16 --steps 4 --workers 1 --precision bf16-emulated "
                         "--out " + dir.string());
   ASSERT_EQ(r.status, 0) << r.output;
-  const fs::path codelets = dir / "starpu" / ".starpu" / "sampling" / "codelets" / "45";
+  const fs::path codelets = codelet_models(dir);
   EXPECT_TRUE(fs::exists(codelets / "conv2d_bwd_weights_convgemm_bf16emu.dtnn-machine"));
   EXPECT_FALSE(fs::exists(codelets / "conv2d_bwd_weights_convgemm.dtnn-machine"));
   EXPECT_TRUE(fs::exists(codelets / "conv2d_fwd_convgemm_bf16emu.dtnn-machine")) << "convgemm's forward in bf16";

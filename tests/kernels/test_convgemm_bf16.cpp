@@ -43,6 +43,18 @@ using test::y_size;
 
 constexpr double kRtol = 1e-6;
 
+// Whether `got` matches reference(i) at a sample of its elements (checked_elements: each a sum of `macs` products).
+template <typename Reference>
+::testing::AssertionResult matches_reference(const std::vector<float>& got, double macs, std::uint32_t seed,
+                                             double rtol, Reference&& reference) {
+  const auto idx = checked_elements(got.size(), macs, seed);
+  std::vector<double> ref(idx.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    ref[j] = reference(idx[j]);
+  }
+  return matches_at(got, idx, ref, rtol);
+}
+
 std::vector<float> rounded(std::vector<float> v) {
   for (float& e : v) {
     e = round_to_bf16(e);
@@ -369,12 +381,7 @@ TEST_P(Bf16ConvTest, AmxPassesAreTheDoubleSumsOfBf16RoundedInputs) {
   conv2d_bwd_data_convgemm_bf16(sh, dy.data(), w.data(), dx.data(), Bf16Math::kAmx);
   conv2d_bwd_weights_convgemm_bf16(sh, x.data(), dy.data(), dw.data(), nullptr, Bf16Math::kAmx);
   const auto check = [&](const std::vector<float>& got, double macs, std::uint32_t seed, auto&& reference) {
-    const auto idx = checked_elements(got.size(), macs, seed);
-    std::vector<double> ref(idx.size());
-    for (std::size_t j = 0; j < idx.size(); ++j) {
-      ref[j] = reference(idx[j]);
-    }
-    return matches_at(got, idx, ref, rtol);
+    return matches_reference(got, macs, seed, rtol, reference);
   };
   const double taps = static_cast<double>(sh.r) * sh.s;
   EXPECT_TRUE(check(y, sh.c / sh.groups * taps, 64, [&](std::size_t i) { return reference_y(sh, xr, wr, i); }))
@@ -417,12 +424,7 @@ TEST_P(Bf16ConvTest, OneDnnPassesAreTheDoubleSumsOfBf16RoundedInputs) {
   conv2d_bwd_data_onednn_bf16(sh, dy.data(), w.data(), dx.data());
   conv2d_bwd_weights_onednn_bf16(sh, x.data(), dy.data(), dw.data(), db.data());
   const auto check = [&](const std::vector<float>& got, double macs, std::uint32_t seed, auto&& reference) {
-    const auto idx = checked_elements(got.size(), macs, seed);
-    std::vector<double> ref(idx.size());
-    for (std::size_t j = 0; j < idx.size(); ++j) {
-      ref[j] = reference(idx[j]);
-    }
-    return matches_at(got, idx, ref, kRtol);
+    return matches_reference(got, macs, seed, kRtol, reference);
   };
   const double taps = static_cast<double>(sh.r) * sh.s;
   const std::size_t plane = static_cast<std::size_t>(sh.out_h()) * sh.out_w();
@@ -435,12 +437,9 @@ TEST_P(Bf16ConvTest, OneDnnPassesAreTheDoubleSumsOfBf16RoundedInputs) {
                     [&](std::size_t i) { return reference_dw(sh, xr, dyr, i); }))
       << "backward-weights";
   // The test can tell: unrounded inputs are further from the reference than the tolerance.
-  const auto idx = checked_elements(w_size(sh), static_cast<double>(sh.n) * plane, 77);
-  std::vector<double> unrounded(idx.size());
-  for (std::size_t j = 0; j < idx.size(); ++j) {
-    unrounded[j] = reference_dw(sh, x, dy, idx[j]);
-  }
-  EXPECT_FALSE(matches_at(dw, idx, unrounded, kRtol)) << "the inputs were not rounded to bf16";
+  EXPECT_FALSE(check(dw, static_cast<double>(sh.n) * plane, 77,
+                     [&](std::size_t i) { return reference_dw(sh, x, dy, i); }))
+      << "the inputs were not rounded to bf16";
   std::vector<double> ref_db(static_cast<std::size_t>(sh.k), 0.0);
   for (std::size_t yi = 0; yi < dy.size(); ++yi) {
     ref_db[yi / plane % static_cast<std::size_t>(sh.k)] += dyr[yi];
