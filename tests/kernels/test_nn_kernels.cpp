@@ -11,13 +11,9 @@
 #include <limits>
 #include <ostream>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "codelets/cpu/batch_norm.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
-#include "codelets/cpu/plane_sums.hpp"
-#include "core/cpu_features.hpp"
 #include "kernel_test_util.hpp"
 
 namespace dtnn::kernels::cpu {
@@ -363,143 +359,6 @@ TEST(BatchNormKernelTest, ScaleShiftFoldsTheRunningStatistics) {
   EXPECT_FLOAT_EQ(shift[0], -0.5f);
   EXPECT_FLOAT_EQ(scale[1], 2.0f);
   EXPECT_FLOAT_EQ(shift[1], 5.0f);
-}
-
-// The training passes as they were before they had instruction-set versions: one plane at a time, each plane's
-// sum plane_sums.hpp's eight double lanes. Every instruction set's passes (codelets/cpu/batch_norm.hpp: several
-// planes at once, vectors of any width) must give these bits.
-struct BatchNormPlaneOrder {
-  int n, c;
-  std::size_t plane;
-  const float *x, *relu_y, *dy, *mean, *invstd, *gamma, *beta, *residual;
-
-  [[nodiscard]] const float* at(const float* t, int i, int ch) const {
-    return t + (static_cast<std::size_t>(i) * c + ch) * plane;
-  }
-  [[nodiscard]] float masked(int i, int ch, std::size_t j) const {
-    const float g = at(dy, i, ch)[j];
-    return relu_y == nullptr || at(relu_y, i, ch)[j] > 0.0f ? g : 0.0f;
-  }
-  [[nodiscard]] float xhat(int i, int ch, std::size_t j) const { return (at(x, i, ch)[j] - mean[ch]) * invstd[ch]; }
-
-  [[nodiscard]] std::vector<float> sums() const {
-    std::vector<float> out;
-    for (int i = 0; i < n; ++i)
-      for (int ch = 0; ch < c; ++ch) out.push_back(static_cast<float>(detail::sum_plane(at(x, i, ch), plane)));
-    return out;
-  }
-  [[nodiscard]] std::vector<float> sqdev_sums() const {
-    std::vector<float> out;
-    for (int i = 0; i < n; ++i)
-      for (int ch = 0; ch < c; ++ch)
-        out.push_back(static_cast<float>(detail::sum_plane_of(plane, [&](std::size_t j) {
-          const double d = static_cast<double>(at(x, i, ch)[j]) - mean[ch];
-          return d * d;
-        })));
-    return out;
-  }
-  [[nodiscard]] std::vector<float> fwd(int relu) const {
-    std::vector<float> out;
-    for (int i = 0; i < n; ++i)
-      for (int ch = 0; ch < c; ++ch)
-        for (std::size_t j = 0; j < plane; ++j) {
-          const float s = gamma != nullptr ? invstd[ch] * gamma[ch] : invstd[ch];
-          float v = (at(x, i, ch)[j] - mean[ch]) * s + (beta != nullptr ? beta[ch] : 0.0f);
-          if (residual != nullptr) v = v + at(residual, i, ch)[j];
-          out.push_back(relu != 0 && v < 0.0f ? 0.0f : v);
-        }
-    return out;
-  }
-  [[nodiscard]] std::vector<float> bwd_sums() const {
-    std::vector<float> out(static_cast<std::size_t>(n) * 2 * c);
-    for (int i = 0; i < n; ++i)
-      for (int ch = 0; ch < c; ++ch) {
-        out[static_cast<std::size_t>(i) * 2 * c + ch] = static_cast<float>(
-            detail::sum_plane_of(plane, [&](std::size_t j) { return static_cast<double>(masked(i, ch, j)); }));
-        out[static_cast<std::size_t>(i) * 2 * c + c + ch] = static_cast<float>(detail::sum_plane_of(
-            plane, [&](std::size_t j) { return static_cast<double>(masked(i, ch, j)) * xhat(i, ch, j); }));
-      }
-    return out;
-  }
-  [[nodiscard]] std::vector<float> bwd_data(const float* mean_dy, const float* mean_dy_xhat) const {
-    std::vector<float> out;
-    for (int i = 0; i < n; ++i)
-      for (int ch = 0; ch < c; ++ch)
-        for (std::size_t j = 0; j < plane; ++j) {
-          const float k = gamma != nullptr ? gamma[ch] * invstd[ch] : invstd[ch];
-          const float g = masked(i, ch, j);
-          out.push_back(mean_dy == nullptr ? k * g : k * (g - mean_dy[ch] - xhat(i, ch, j) * mean_dy_xhat[ch]));
-        }
-    return out;
-  }
-};
-
-// Plain x86-64 always, AVX2 and AVX-512 where the CPU (and DTNN_MAX_CPU_ISA) runs them.
-std::vector<std::pair<const char*, const BatchNormPasses*>> batch_norm_isas() {
-  std::vector<std::pair<const char*, const BatchNormPasses*>> isas = {{"generic", &batch_norm_passes_generic()}};
-#if defined(__x86_64__)
-  if (cpu_has_avx2_fma()) isas.emplace_back("avx2", &batch_norm_passes_avx2());
-  if (cpu_has_avx512()) isas.emplace_back("avx512", &batch_norm_passes_avx512());
-#endif
-  return isas;
-}
-
-// Planes whose first two elements are +2^40 and -2^40 (lanes 0 and 1): their double sums keep the other elements
-// only in the order of plane_sums.hpp (the tail, then lane 0's 2^40 absorbing the tail's low bits, then lane 1
-// cancelling it; adding the tail after the lanes, say, changes most partials).
-std::vector<float> with_spikes(std::vector<float> t, std::size_t plane) {
-  for (std::size_t p = 0; plane >= 2 && p < t.size(); p += plane) {
-    t[p] = 0x1p40f;
-    t[p + 1] = -0x1p40f;
-  }
-  return t;
-}
-
-// Channel counts that fill the groups of planes summed at once (4 for the statistics, 2 for the backward pass's
-// two sums) and leave remainders; planes with and without a tail beyond the eight lanes, and shorter than them; ReLU
-// masks with zeros, residuals, no affine transform, frozen statistics.
-TEST(BatchNormKernelTest, EveryInstructionSetGivesTheBitsOfThePlaneOrderSums) {
-  const PlaneCase cases[] = {{2, 1, 7}, {3, 5, 33}, {2, 8, 1024}, {1, 6, 16}, {2, 3, 1}, {1, 7, 4099}, {4, 2, 64}};
-  int seed = 100;
-  for (const auto& [n, c, plane] : cases) {
-    const std::size_t count = static_cast<std::size_t>(n) * c * plane;
-    const auto x = with_spikes(random_vector(count, seed++, -1.0f, 3.0f), plane);
-    const auto y = random_vector(count, seed++);  // a fused ReLU's output: about half of it <= 0
-    const auto dy = with_spikes(random_vector(count, seed++), plane);
-    const auto residual = random_vector(count, seed++);
-    const auto mean = random_vector(static_cast<std::size_t>(c), seed++, 0.5f, 1.5f);
-    const auto invstd = random_vector(static_cast<std::size_t>(c), seed++, 0.5f, 2.0f);
-    const auto gamma = random_vector(static_cast<std::size_t>(c), seed++, 0.5f, 1.5f);
-    const auto beta = random_vector(static_cast<std::size_t>(c), seed++);
-    const auto mean_dy = random_vector(static_cast<std::size_t>(c), seed++);
-    const auto mean_dy_xhat = random_vector(static_cast<std::size_t>(c), seed++);
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool masked = variant % 2 == 1, affine = variant < 2, frozen = variant == 3;
-      const BatchNormPlaneOrder ref{n, c, plane, x.data(), masked ? y.data() : nullptr, dy.data(), mean.data(),
-                                    invstd.data(), affine ? gamma.data() : nullptr, affine ? beta.data() : nullptr,
-                                    masked ? residual.data() : nullptr};
-      const float* a = frozen ? nullptr : mean_dy.data();
-      const float* b = frozen ? nullptr : mean_dy_xhat.data();
-      for (const auto& [isa, passes] : batch_norm_isas()) {
-        SCOPED_TRACE(concat(isa, " n=", n, " c=", c, " plane=", plane, " variant ", variant));
-        std::vector<float> partials(static_cast<std::size_t>(n) * 2 * c);
-        passes->sums(n, c, plane, x.data(), partials.data());
-        EXPECT_TRUE(bitwise_equal(std::vector<float>(partials.begin(), partials.begin() + n * c), ref.sums()));
-        passes->sqdev_sums(n, c, plane, x.data(), mean.data(), partials.data());
-        EXPECT_TRUE(bitwise_equal(std::vector<float>(partials.begin(), partials.begin() + n * c), ref.sqdev_sums()));
-        passes->bwd_sums_masked(n, c, plane, x.data(), ref.relu_y, dy.data(), mean.data(), invstd.data(),
-                                partials.data());
-        EXPECT_TRUE(bitwise_equal(partials, ref.bwd_sums()));
-        auto out = nan_vector(count);
-        passes->fwd_fused(n, c, plane, x.data(), mean.data(), invstd.data(), ref.gamma, ref.beta, ref.residual,
-                          masked ? 1 : 0, out.data());
-        EXPECT_TRUE(bitwise_equal(out, ref.fwd(masked ? 1 : 0)));
-        passes->bwd_data_masked(n, c, plane, x.data(), ref.relu_y, dy.data(), mean.data(), invstd.data(), ref.gamma,
-                                a, b, out.data());
-        EXPECT_TRUE(bitwise_equal(out, ref.bwd_data(a, b)));
-      }
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
