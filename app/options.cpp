@@ -64,10 +64,10 @@ void add_run_options(CLI::App* app, RunOptions& run, StepFields step) {
   add_named(app, "--precision", run.model.precision, precision_names(),
             "arithmetic of the convolutions: fp32; bf16 (inputs rounded to bf16, fp32 sums, AVX512-BF16 on CPU "
             "workers: every pass of convgemm, im2col and onednn layers, the weight gradients of Winograd's, whose "
-            "other passes stay fp32; --conv auto picks per layer and pass); bf16-emulated (bf16's results bit for bit on any x86-64, "
-            "slowly); bf16-amx (the same passes by AMX's TDPBF16PS on Intel Sapphire Rapids and later, sums of its "
-            "own); tf32 (GPU workers: cuDNN's convolutions and cuBLAS's dense layers in TF32 tensor-core math; CPU "
-            "workers compute in fp32)");
+            "other passes stay fp32; --conv auto picks per layer and pass); bf16-emulated (bf16's results bit for bit "
+            "on any x86-64, slowly); bf16-amx (the same passes by AMX's TDPBF16PS on Intel Sapphire Rapids and later, "
+            "sums of its own); tf32 (GPU workers: cuDNN's convolutions and cuBLAS's dense layers in TF32 tensor-core "
+            "math; CPU workers compute in fp32)");
   add_named(app, "--fusion", run.model.fusion, {{"on", true}, {"off", false}},
             "on: a ReLU runs inside the convolution, dense layer, BatchNorm or residual Add before it, and a "
             "residual block's BatchNorm, Add and ReLU are one pass (same results, fewer tensors and passes); "

@@ -753,8 +753,8 @@ TEST(CliTest, OneDnnTrainsTheSameWeightsOnAnyWorkerCountAndOnlyInBf16) {
 // Convergence of a residual network in bf16 (issue 37): resnet20 (BatchNorm after every convolution) fits 128
 // synthetic samples in 8 epochs of 4 steps, its training loss falling from ln 10 to ~0.76 in fp32 (measured on a
 // Sapphire Rapids VM: fp32 0.7606, bf16 0.7632, bf16-amx 0.7558, oneDNN's bf16 0.7594); every bf16 kind must end
-// within 5% of fp32's last-epoch loss:
-// bf16 (vdpbf16ps, or the emulation: the same bits), bf16-amx and oneDNN's bf16 where the CPU has them.
+// within 5% of fp32's last-epoch loss: bf16 (vdpbf16ps, or the emulation: the same bits), bf16-amx and oneDNN's
+// bf16 where the CPU has them.
 TEST(CliTest, Bf16ResidualNetworkLossFollowsFp32s) {
   const std::string run = "train --model resnet20_cifar10 --dataset synthetic --synthetic-samples 128 --batch-size 32 "
                           "--epochs 8 --seed 1 --lr 0.05 --no-test --quiet ";
