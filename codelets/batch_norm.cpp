@@ -70,15 +70,30 @@ ReduceBuffers reduce_buffers(void** buffers, const ReduceArgs& a) {
   return ReduceBuffers{buffers, has_acc ? runtime::vector_ptr(buffers[a.nsrc]) : nullptr, buffers + a.nsrc + has_acc};
 }
 
+// The CPU bodies serve an fp32 x and a bf16 one (core/dtype.hpp's kBFloat16: a convolution's output stored in
+// bf16), told apart by the element size of x's buffer; the bf16 tasks come under codelets of their own names
+// ("..._bf16act"), so that their performance models stay apart.
+bool bf16_x(void* x_buffer) { return runtime::vector_elemsize(x_buffer) == sizeof(std::uint16_t); }
+const std::uint16_t* bf16_ptr(void* buffer) { return runtime::vector_ptr_as<const std::uint16_t>(buffer); }
+
 void sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  k::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
+  if (bf16_x(buffers[0])) {
+    k::batch_norm_sums(a.n, a.c, a.plane, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
+  } else {
+    k::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
+  }
 }
 
 void sqdev_sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  k::batch_norm_sqdev_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                           runtime::vector_ptr(buffers[2]));
+  if (bf16_x(buffers[0])) {
+    k::batch_norm_sqdev_sums(a.n, a.c, a.plane, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                             runtime::vector_ptr(buffers[2]));
+  } else {
+    k::batch_norm_sqdev_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                             runtime::vector_ptr(buffers[2]));
+  }
 }
 
 void reduce_cpu(void** buffers, void* cl_arg) {
@@ -142,8 +157,13 @@ void fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[1]);
   const FwdBuffers<F, E> opt(buffers, 3);
-  k::batch_norm_fwd_fused(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, opt.gamma, opt.beta,
-                          opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]));
+  if (bf16_x(buffers[0])) {
+    k::batch_norm_fwd_fused(a.n, a.c, a.plane, bf16_ptr(buffers[0]), stats, stats + a.c, opt.gamma, opt.beta,
+                            opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]));
+  } else {
+    k::batch_norm_fwd_fused(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, opt.gamma,
+                            opt.beta, opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]));
+  }
 }
 
 // Buffers: x, running_mean, running_var, y, then gamma and beta when affine, then the residual with an Add epilogue.
@@ -151,9 +171,15 @@ template <Affine F, Epilogue E>
 void infer_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const FwdBuffers<F, E> opt(buffers, 4);
-  k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]),
-                                runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), opt.gamma, opt.beta,
-                                opt.residual, has_relu(E), runtime::vector_ptr(buffers[3]));
+  if (bf16_x(buffers[0])) {
+    k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+                                  runtime::vector_ptr(buffers[2]), opt.gamma, opt.beta, opt.residual, has_relu(E),
+                                  runtime::vector_ptr(buffers[3]));
+  } else {
+    k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]),
+                                  runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), opt.gamma,
+                                  opt.beta, opt.residual, has_relu(E), runtime::vector_ptr(buffers[3]));
+  }
 }
 
 void frozen_stats_cpu(void** buffers, void* cl_arg) {
@@ -169,8 +195,14 @@ void bwd_sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
   const float* relu_y = M == Mask::kRelu ? runtime::vector_ptr(buffers[4]) : nullptr;
-  k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), relu_y,
-                                runtime::vector_ptr(buffers[1]), stats, stats + a.c, runtime::vector_ptr(buffers[3]));
+  if (bf16_x(buffers[0])) {
+    k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, bf16_ptr(buffers[0]), relu_y, runtime::vector_ptr(buffers[1]),
+                                  stats, stats + a.c, runtime::vector_ptr(buffers[3]));
+  } else {
+    k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), relu_y,
+                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c,
+                                  runtime::vector_ptr(buffers[3]));
+  }
 }
 
 // Buffers: x, dy, stats, dx, then grad_stats with batch statistics, gamma when affine and the fused ReLU's output
@@ -194,10 +226,16 @@ void bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
   const BwdDataBuffers<S, F, M> opt(buffers);
-  k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), opt.relu_y,
-                                runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
-                                opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr,
-                                runtime::vector_ptr(buffers[3]));
+  const float* mean_dy_xhat = opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr;
+  if (bf16_x(buffers[0])) {  // dx in bf16 as well
+    k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, bf16_ptr(buffers[0]), opt.relu_y, runtime::vector_ptr(buffers[1]),
+                                  stats, stats + a.c, opt.gamma, opt.grad_stats, mean_dy_xhat,
+                                  runtime::vector_ptr_as<std::uint16_t>(buffers[3]));
+  } else {
+    k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), opt.relu_y,
+                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
+                                  mean_dy_xhat, runtime::vector_ptr(buffers[3]));
+  }
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -438,6 +476,36 @@ runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_relu(
     DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWithout, Mask::kRelu>>)),
     {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
 
+// x (and dx) in bf16: the same CPU bodies under names of their own, CPU only (core/dtype.hpp's kBFloat16).
+runtime::Codelet cl_batch_norm_sums_bf16act("batch_norm_sums_bf16act", cl_batch_norm_sums);
+runtime::Codelet cl_batch_norm_sqdev_sums_bf16act("batch_norm_sqdev_sums_bf16act", cl_batch_norm_sqdev_sums);
+runtime::Codelet cl_batch_norm_fwd_bf16act("batch_norm_fwd_bf16act", cl_batch_norm_fwd);
+runtime::Codelet cl_batch_norm_infer_fwd_bf16act("batch_norm_infer_fwd_bf16act", cl_batch_norm_infer_fwd);
+runtime::Codelet cl_batch_norm_fwd_relu_bf16act("batch_norm_fwd_relu_bf16act", cl_batch_norm_fwd_relu);
+runtime::Codelet cl_batch_norm_infer_fwd_relu_bf16act("batch_norm_infer_fwd_relu_bf16act", cl_batch_norm_infer_fwd_relu);
+runtime::Codelet cl_batch_norm_fwd_add_bf16act("batch_norm_fwd_add_bf16act", cl_batch_norm_fwd_add);
+runtime::Codelet cl_batch_norm_infer_fwd_add_bf16act("batch_norm_infer_fwd_add_bf16act", cl_batch_norm_infer_fwd_add);
+runtime::Codelet cl_batch_norm_fwd_add_relu_bf16act("batch_norm_fwd_add_relu_bf16act", cl_batch_norm_fwd_add_relu);
+runtime::Codelet cl_batch_norm_infer_fwd_add_relu_bf16act("batch_norm_infer_fwd_add_relu_bf16act", cl_batch_norm_infer_fwd_add_relu);
+runtime::Codelet cl_batch_norm_fwd_noaffine_bf16act("batch_norm_fwd_noaffine_bf16act", cl_batch_norm_fwd_noaffine);
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_bf16act("batch_norm_infer_fwd_noaffine_bf16act", cl_batch_norm_infer_fwd_noaffine);
+runtime::Codelet cl_batch_norm_fwd_noaffine_relu_bf16act("batch_norm_fwd_noaffine_relu_bf16act", cl_batch_norm_fwd_noaffine_relu);
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_relu_bf16act("batch_norm_infer_fwd_noaffine_relu_bf16act", cl_batch_norm_infer_fwd_noaffine_relu);
+runtime::Codelet cl_batch_norm_fwd_noaffine_add_bf16act("batch_norm_fwd_noaffine_add_bf16act", cl_batch_norm_fwd_noaffine_add);
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_add_bf16act("batch_norm_infer_fwd_noaffine_add_bf16act", cl_batch_norm_infer_fwd_noaffine_add);
+runtime::Codelet cl_batch_norm_fwd_noaffine_add_relu_bf16act("batch_norm_fwd_noaffine_add_relu_bf16act", cl_batch_norm_fwd_noaffine_add_relu);
+runtime::Codelet cl_batch_norm_infer_fwd_noaffine_add_relu_bf16act("batch_norm_infer_fwd_noaffine_add_relu_bf16act", cl_batch_norm_infer_fwd_noaffine_add_relu);
+runtime::Codelet cl_batch_norm_bwd_sums_bf16act("batch_norm_bwd_sums_bf16act", cl_batch_norm_bwd_sums);
+runtime::Codelet cl_batch_norm_bwd_sums_relu_bf16act("batch_norm_bwd_sums_relu_bf16act", cl_batch_norm_bwd_sums_relu);
+runtime::Codelet cl_batch_norm_bwd_data_bf16act("batch_norm_bwd_data_bf16act", cl_batch_norm_bwd_data);
+runtime::Codelet cl_batch_norm_bwd_data_relu_bf16act("batch_norm_bwd_data_relu_bf16act", cl_batch_norm_bwd_data_relu);
+runtime::Codelet cl_batch_norm_bwd_data_noaffine_bf16act("batch_norm_bwd_data_noaffine_bf16act", cl_batch_norm_bwd_data_noaffine);
+runtime::Codelet cl_batch_norm_bwd_data_noaffine_relu_bf16act("batch_norm_bwd_data_noaffine_relu_bf16act", cl_batch_norm_bwd_data_noaffine_relu);
+runtime::Codelet cl_batch_norm_bwd_data_frozen_bf16act("batch_norm_bwd_data_frozen_bf16act", cl_batch_norm_bwd_data_frozen);
+runtime::Codelet cl_batch_norm_bwd_data_frozen_relu_bf16act("batch_norm_bwd_data_frozen_relu_bf16act", cl_batch_norm_bwd_data_frozen_relu);
+runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_bf16act("batch_norm_bwd_data_frozen_noaffine_bf16act", cl_batch_norm_bwd_data_frozen_noaffine);
+runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_relu_bf16act("batch_norm_bwd_data_frozen_noaffine_relu_bf16act", cl_batch_norm_bwd_data_frozen_noaffine_relu);
+
 // [affine][epilogue]
 runtime::Codelet* const kFwdCodelets[2][4] = {
     {&cl_batch_norm_fwd_noaffine, &cl_batch_norm_fwd_noaffine_relu, &cl_batch_norm_fwd_noaffine_add,
@@ -454,6 +522,29 @@ runtime::Codelet* const kBwdDataCodelets[2][2][2] = {
      {&cl_batch_norm_bwd_data_frozen, &cl_batch_norm_bwd_data_frozen_relu}},
     {{&cl_batch_norm_bwd_data_noaffine, &cl_batch_norm_bwd_data_noaffine_relu},
      {&cl_batch_norm_bwd_data, &cl_batch_norm_bwd_data_relu}}};
+runtime::Codelet* const kFwdCodeletsBf16[2][4] = {
+    {&cl_batch_norm_fwd_noaffine_bf16act, &cl_batch_norm_fwd_noaffine_relu_bf16act,
+     &cl_batch_norm_fwd_noaffine_add_bf16act, &cl_batch_norm_fwd_noaffine_add_relu_bf16act},
+    {&cl_batch_norm_fwd_bf16act, &cl_batch_norm_fwd_relu_bf16act, &cl_batch_norm_fwd_add_bf16act,
+     &cl_batch_norm_fwd_add_relu_bf16act}};
+runtime::Codelet* const kInferFwdCodeletsBf16[2][4] = {
+    {&cl_batch_norm_infer_fwd_noaffine_bf16act, &cl_batch_norm_infer_fwd_noaffine_relu_bf16act,
+     &cl_batch_norm_infer_fwd_noaffine_add_bf16act, &cl_batch_norm_infer_fwd_noaffine_add_relu_bf16act},
+    {&cl_batch_norm_infer_fwd_bf16act, &cl_batch_norm_infer_fwd_relu_bf16act, &cl_batch_norm_infer_fwd_add_bf16act,
+     &cl_batch_norm_infer_fwd_add_relu_bf16act}};
+runtime::Codelet* const kBwdDataCodeletsBf16[2][2][2] = {
+    {{&cl_batch_norm_bwd_data_frozen_noaffine_bf16act, &cl_batch_norm_bwd_data_frozen_noaffine_relu_bf16act},
+     {&cl_batch_norm_bwd_data_frozen_bf16act, &cl_batch_norm_bwd_data_frozen_relu_bf16act}},
+    {{&cl_batch_norm_bwd_data_noaffine_bf16act, &cl_batch_norm_bwd_data_noaffine_relu_bf16act},
+     {&cl_batch_norm_bwd_data_bf16act, &cl_batch_norm_bwd_data_relu_bf16act}}};
+
+// x in fp32 or bf16 (then its own codelet); every other batch tensor of the pass in fp32, dx in x's type.
+bool check_input_dtype(const TaskTag& tag, const Tensor& x) {
+  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kBFloat16) {
+    check_dtype(tag, x, DType::kFloat32, "input");
+  }
+  return x.dtype() == DType::kBFloat16;
+}
 
 int epilogue_index(const BatchNormEpilogue& e) {
   return (e.residual != nullptr ? 2 : 0) + (e.relu ? 1 : 0);
@@ -488,6 +579,7 @@ void add_residual(const TaskTag& tag, const Tensor& x, const BatchNormEpilogue& 
                   std::vector<runtime::Access>& data) {
   if (e.residual == nullptr) return;
   check_same_shape(tag, "residual", x, *e.residual);
+  check_dtype(tag, *e.residual, DType::kFloat32, "residual");
   data.push_back(rd(e.residual->tile(tile)));
 }
 
@@ -560,7 +652,7 @@ void submit_batch_norm_sums(const TaskTag& tag, int channels, const Tensor& x, T
   check_same_tiling(tag, x, partials);
   const TileArgs a = tile_args(channels, x, tile);
   std::string name;
-  runtime::submit_task(cl_batch_norm_sums, task_info(tag, "fwd_sum", tile, tile_values(a), name),
+  runtime::submit_task(check_input_dtype(tag, x) ? cl_batch_norm_sums_bf16act : cl_batch_norm_sums, task_info(tag, "fwd_sum", tile, tile_values(a), name),
                        {rd(x.tile(tile)), wr(partials.tile(tile))}, a);
 }
 
@@ -578,7 +670,8 @@ void submit_batch_norm_sqdev_sums(const TaskTag& tag, int channels, const Tensor
   check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(channels));
   const TileArgs a = tile_args(channels, x, tile);
   std::string name;
-  runtime::submit_task(cl_batch_norm_sqdev_sums, task_info(tag, "fwd_sqdev", tile, 3.0 * tile_values(a), name),
+  runtime::submit_task(check_input_dtype(tag, x) ? cl_batch_norm_sqdev_sums_bf16act : cl_batch_norm_sqdev_sums,
+                       task_info(tag, "fwd_sqdev", tile, 3.0 * tile_values(a), name),
                        {rd(x.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))}, a);
 }
 
@@ -609,7 +702,9 @@ void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, co
   }
   add_residual(tag, x, epilogue, tile, data);
   std::string name;
-  runtime::submit_task(*kFwdCodelets[affine ? 1 : 0][epilogue_index(epilogue)],
+  check_dtype(tag, y, DType::kFloat32, "output");
+  const auto& table = check_input_dtype(tag, x) ? kFwdCodeletsBf16 : kFwdCodelets;
+  runtime::submit_task(*table[affine ? 1 : 0][epilogue_index(epilogue)],
                        task_info(tag, "fwd", tile, epilogue_flops(3.0, epilogue) * tile_values(a), name), data, a);
 }
 
@@ -629,7 +724,9 @@ void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, c
   }
   add_residual(tag, x, epilogue, tile, data);
   std::string name;
-  runtime::submit_task(*kInferFwdCodelets[affine ? 1 : 0][epilogue_index(epilogue)],
+  check_dtype(tag, y, DType::kFloat32, "output");
+  const auto& table = check_input_dtype(tag, x) ? kInferFwdCodeletsBf16 : kInferFwdCodelets;
+  runtime::submit_task(*table[affine ? 1 : 0][epilogue_index(epilogue)],
                        task_info(tag, "fwd", tile, epilogue_flops(2.0, epilogue) * tile_values(a), name), data, a);
 }
 
@@ -654,10 +751,14 @@ void submit_batch_norm_bwd_sums(const TaskTag& tag, int channels, const Tensor& 
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))};
   if (relu_y != nullptr) {
     check_same_shape(tag, "ReLU output", x, *relu_y);
+    check_dtype(tag, *relu_y, DType::kFloat32, "ReLU output");
     data.push_back(rd(relu_y->tile(tile)));
   }
   std::string name;
-  runtime::submit_task(relu_y != nullptr ? cl_batch_norm_bwd_sums_relu : cl_batch_norm_bwd_sums,
+  check_dtype(tag, dy, DType::kFloat32, "output gradient");
+  const bool bf16 = check_input_dtype(tag, x);
+  runtime::submit_task(relu_y != nullptr ? (bf16 ? cl_batch_norm_bwd_sums_relu_bf16act : cl_batch_norm_bwd_sums_relu)
+                                         : (bf16 ? cl_batch_norm_bwd_sums_bf16act : cl_batch_norm_bwd_sums),
                        task_info(tag, "bwd_sum", tile, (relu_y != nullptr ? 5.0 : 4.0) * tile_values(a), name), data,
                        a);
 }
@@ -690,11 +791,15 @@ void submit_batch_norm_bwd_data(const TaskTag& tag, int channels, const Tensor& 
   if (gamma != nullptr) data.push_back(rd(gamma->handle()));
   if (relu_y != nullptr) {
     check_same_shape(tag, "ReLU output", x, *relu_y);
+    check_dtype(tag, *relu_y, DType::kFloat32, "ReLU output");
     data.push_back(rd(relu_y->tile(tile)));
   }
   std::string name;
+  check_dtype(tag, dy, DType::kFloat32, "output gradient");
+  check_dtype(tag, dx, x.dtype(), "input gradient");
+  const auto& table = check_input_dtype(tag, x) ? kBwdDataCodeletsBf16 : kBwdDataCodelets;
   runtime::submit_task(
-      *kBwdDataCodelets[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0][relu_y != nullptr ? 1 : 0],
+      *table[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0][relu_y != nullptr ? 1 : 0],
       task_info(tag, "bwd_data", tile, (relu_y != nullptr ? 6.0 : 5.0) * tile_values(a), name), data, a);
 }
 

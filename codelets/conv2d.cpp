@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "codelets/cpu/bf16_arrays.hpp"
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/onednn_conv.hpp"
 #include "codelets/cpu/winograd.hpp"
@@ -33,13 +34,37 @@ struct ConvArgs {
 // bias buffer comes last, so the other buffers keep their indices in both.
 enum class Bias { kWithout, kWith };
 
+// A bf16 activation (core/dtype.hpp's kBFloat16: the output of a convolution that a BatchNorm reads, and its
+// gradient) for the kernels that take fp32, told apart by the buffer's element size: an input widened (exactly) into
+// the worker's staging buffer 0; an output computed in buffer 1 and rounded as stored (store_output). oneDNN reads
+// and writes bf16 itself. Tasks with a bf16 activation come under codelets of their own names ("..._bf16act").
+bool bf16_buffer(void* buffer) { return runtime::vector_elemsize(buffer) == sizeof(std::uint16_t); }
+
+const float* fp32_input(void* buffer) {
+  if (!bf16_buffer(buffer)) return runtime::vector_ptr(buffer);
+  const std::size_t count = runtime::vector_size(buffer);
+  float* staged = kernels::cpu::bf16_staging(0, count);
+  kernels::cpu::bf16_to_floats(runtime::vector_ptr_as<const std::uint16_t>(buffer), count, staged);
+  return staged;
+}
+
+float* fp32_output(void* buffer) {
+  return bf16_buffer(buffer) ? kernels::cpu::bf16_staging(1, runtime::vector_size(buffer)) : runtime::vector_ptr(buffer);
+}
+
+void store_output(void* buffer, const float* computed) {
+  if (bf16_buffer(buffer)) {
+    kernels::cpu::floats_to_bf16(computed, runtime::vector_size(buffer), runtime::vector_ptr_as<std::uint16_t>(buffer));
+  }
+}
+
 // Buffers: x, w, y, then b with the bias.
 template <ConvAlgorithm A, Bias B>
 void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
-  float* y = runtime::vector_ptr(buffers[2]);
+  float* y = fp32_output(buffers[2]);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   if constexpr (A == ConvAlgorithm::kConvgemm) {
     kernels::cpu::conv2d_fwd_convgemm(a.shape, x, w, b, a.relu, y);
@@ -52,13 +77,14 @@ void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
       kernels::cpu::relu_fwd(count, y, y);
     }
   }
+  store_output(buffers[2], y);
 }
 
 // Buffers: dy, w, dx.
 template <ConvAlgorithm A>
 void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* dy = runtime::vector_ptr(buffers[0]);
+  const float* dy = fp32_input(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
   float* dx = runtime::vector_ptr(buffers[2]);
   if constexpr (A == ConvAlgorithm::kConvgemm) {
@@ -76,16 +102,17 @@ void conv2d_fwd_bf16_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
-  float* y = runtime::vector_ptr(buffers[2]);
+  float* y = fp32_output(buffers[2]);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_fwd_convgemm_bf16(a.shape, x, w, b, a.relu, y, M);
+  store_output(buffers[2], y);
 }
 
 // Buffers: dy, w, dx.
 template <kernels::cpu::Bf16Math M>
 void conv2d_bwd_data_bf16_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* dy = runtime::vector_ptr(buffers[0]);
+  const float* dy = fp32_input(buffers[0]);
   const float* w = runtime::vector_ptr(buffers[1]);
   float* dx = runtime::vector_ptr(buffers[2]);
   kernels::cpu::conv2d_bwd_data_convgemm_bf16(a.shape, dy, w, dx, M);
@@ -96,7 +123,7 @@ template <kernels::cpu::Bf16Math M, Bias B>
 void conv2d_bwd_weights_bf16_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
-  const float* dy = runtime::vector_ptr(buffers[1]);
+  const float* dy = fp32_input(buffers[1]);
   float* dw = runtime::vector_ptr(buffers[2]);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_bwd_weights_convgemm_bf16(a.shape, x, dy, dw, db, M);
@@ -107,7 +134,7 @@ template <ConvAlgorithm A, Bias B>
 void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* x = runtime::vector_ptr(buffers[0]);
-  const float* dy = runtime::vector_ptr(buffers[1]);
+  const float* dy = fp32_input(buffers[1]);
   float* dw = runtime::vector_ptr(buffers[2]);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   if constexpr (A == ConvAlgorithm::kConvgemm) {
@@ -123,13 +150,14 @@ void conv2d_fwd_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_fwd_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                                       a.relu, runtime::vector_ptr(buffers[2]));
+                                       a.relu, runtime::vector_ptr_as<void>(buffers[2]), bf16_buffer(buffers[2]));
 }
 
 void conv2d_bwd_data_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  kernels::cpu::conv2d_bwd_data_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
-                                            runtime::vector_ptr(buffers[2]));
+  kernels::cpu::conv2d_bwd_data_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
+                                            runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
+                                            bf16_buffer(buffers[0]));
 }
 
 template <Bias B>
@@ -137,7 +165,8 @@ void conv2d_bwd_weights_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_bwd_weights_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]),
-                                               runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), db);
+                                               runtime::vector_ptr_as<const void>(buffers[1]),
+                                               runtime::vector_ptr(buffers[2]), db, bf16_buffer(buffers[1]));
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -367,17 +396,50 @@ runtime::Codelet cl_bwd_weights_onednn_nobias("conv2d_bwd_weights_onednn_bf16_no
                                               runtime::guarded<conv2d_bwd_weights_onednn_cpu<Bias::kWithout>>,
                                               {STARPU_R, STARPU_R, STARPU_W});
 
-// The codelets of a bf16 precision (not fp32).
-Bf16Codelets bf16_codelets(Precision p) {
+// A bf16 activation (the output y of the forward pass, the dy of the backward ones, core/dtype.hpp's kBFloat16) in
+// each pass a layer of a bf16 precision runs: the same CPU bodies under names of their own, CPU only.
+runtime::Codelet cl_fwd_winograd_bf16act("conv2d_fwd_winograd_bf16act", cl_fwd_winograd);
+runtime::Codelet cl_fwd_winograd_nobias_bf16act("conv2d_fwd_winograd_nobias_bf16act", cl_fwd_winograd_nobias);
+runtime::Codelet cl_bwd_data_winograd_bf16act("conv2d_bwd_data_winograd_bf16act", cl_bwd_data_winograd);
+runtime::Codelet cl_fwd_bf16_bf16act("conv2d_fwd_convgemm_bf16_bf16act", cl_fwd_bf16);
+runtime::Codelet cl_fwd_bf16_nobias_bf16act("conv2d_fwd_convgemm_bf16_nobias_bf16act", cl_fwd_bf16_nobias);
+runtime::Codelet cl_bwd_data_bf16_bf16act("conv2d_bwd_data_convgemm_bf16_bf16act", cl_bwd_data_bf16);
+runtime::Codelet cl_bwd_weights_bf16_bf16act("conv2d_bwd_weights_convgemm_bf16_bf16act", cl_bwd_weights_bf16);
+runtime::Codelet cl_bwd_weights_bf16_nobias_bf16act("conv2d_bwd_weights_convgemm_bf16_nobias_bf16act", cl_bwd_weights_bf16_nobias);
+runtime::Codelet cl_fwd_bf16emu_bf16act("conv2d_fwd_convgemm_bf16emu_bf16act", cl_fwd_bf16emu);
+runtime::Codelet cl_fwd_bf16emu_nobias_bf16act("conv2d_fwd_convgemm_bf16emu_nobias_bf16act", cl_fwd_bf16emu_nobias);
+runtime::Codelet cl_bwd_data_bf16emu_bf16act("conv2d_bwd_data_convgemm_bf16emu_bf16act", cl_bwd_data_bf16emu);
+runtime::Codelet cl_bwd_weights_bf16emu_bf16act("conv2d_bwd_weights_convgemm_bf16emu_bf16act", cl_bwd_weights_bf16emu);
+runtime::Codelet cl_bwd_weights_bf16emu_nobias_bf16act("conv2d_bwd_weights_convgemm_bf16emu_nobias_bf16act", cl_bwd_weights_bf16emu_nobias);
+runtime::Codelet cl_fwd_bf16amx_bf16act("conv2d_fwd_convgemm_bf16amx_bf16act", cl_fwd_bf16amx);
+runtime::Codelet cl_fwd_bf16amx_nobias_bf16act("conv2d_fwd_convgemm_bf16amx_nobias_bf16act", cl_fwd_bf16amx_nobias);
+runtime::Codelet cl_bwd_data_bf16amx_bf16act("conv2d_bwd_data_convgemm_bf16amx_bf16act", cl_bwd_data_bf16amx);
+runtime::Codelet cl_bwd_weights_bf16amx_bf16act("conv2d_bwd_weights_convgemm_bf16amx_bf16act", cl_bwd_weights_bf16amx);
+runtime::Codelet cl_bwd_weights_bf16amx_nobias_bf16act("conv2d_bwd_weights_convgemm_bf16amx_nobias_bf16act", cl_bwd_weights_bf16amx_nobias);
+runtime::Codelet cl_fwd_onednn_bf16act("conv2d_fwd_onednn_bf16_bf16act", cl_fwd_onednn);
+runtime::Codelet cl_fwd_onednn_nobias_bf16act("conv2d_fwd_onednn_bf16_nobias_bf16act", cl_fwd_onednn_nobias);
+runtime::Codelet cl_bwd_data_onednn_bf16act("conv2d_bwd_data_onednn_bf16_bf16act", cl_bwd_data_onednn);
+runtime::Codelet cl_bwd_weights_onednn_bf16act("conv2d_bwd_weights_onednn_bf16_bf16act", cl_bwd_weights_onednn);
+runtime::Codelet cl_bwd_weights_onednn_nobias_bf16act("conv2d_bwd_weights_onednn_bf16_nobias_bf16act", cl_bwd_weights_onednn_nobias);
+
+// The codelets of a bf16 precision (not fp32); act: those of a bf16 activation.
+Bf16Codelets bf16_codelets(Precision p, bool act) {
   if (p == Precision::kBf16) {
-    return {&cl_fwd_bf16, &cl_fwd_bf16_nobias, &cl_bwd_data_bf16, &cl_bwd_weights_bf16, &cl_bwd_weights_bf16_nobias};
+    return act ? Bf16Codelets{&cl_fwd_bf16_bf16act, &cl_fwd_bf16_nobias_bf16act, &cl_bwd_data_bf16_bf16act,
+                              &cl_bwd_weights_bf16_bf16act, &cl_bwd_weights_bf16_nobias_bf16act}
+               : Bf16Codelets{&cl_fwd_bf16, &cl_fwd_bf16_nobias, &cl_bwd_data_bf16, &cl_bwd_weights_bf16,
+                              &cl_bwd_weights_bf16_nobias};
   }
   if (p == Precision::kBf16Amx) {
-    return {&cl_fwd_bf16amx, &cl_fwd_bf16amx_nobias, &cl_bwd_data_bf16amx, &cl_bwd_weights_bf16amx,
-            &cl_bwd_weights_bf16amx_nobias};
+    return act ? Bf16Codelets{&cl_fwd_bf16amx_bf16act, &cl_fwd_bf16amx_nobias_bf16act, &cl_bwd_data_bf16amx_bf16act,
+                              &cl_bwd_weights_bf16amx_bf16act, &cl_bwd_weights_bf16amx_nobias_bf16act}
+               : Bf16Codelets{&cl_fwd_bf16amx, &cl_fwd_bf16amx_nobias, &cl_bwd_data_bf16amx, &cl_bwd_weights_bf16amx,
+                              &cl_bwd_weights_bf16amx_nobias};
   }
-  return {&cl_fwd_bf16emu, &cl_fwd_bf16emu_nobias, &cl_bwd_data_bf16emu, &cl_bwd_weights_bf16emu,
-          &cl_bwd_weights_bf16emu_nobias};
+  return act ? Bf16Codelets{&cl_fwd_bf16emu_bf16act, &cl_fwd_bf16emu_nobias_bf16act, &cl_bwd_data_bf16emu_bf16act,
+                            &cl_bwd_weights_bf16emu_bf16act, &cl_bwd_weights_bf16emu_nobias_bf16act}
+             : Bf16Codelets{&cl_fwd_bf16emu, &cl_fwd_bf16emu_nobias, &cl_bwd_data_bf16emu, &cl_bwd_weights_bf16emu,
+                            &cl_bwd_weights_bf16emu_nobias};
 }
 
 // Winograd has no backward-weights of its own (its layers' weight gradients are convgemm's).
@@ -410,6 +472,23 @@ void check_onednn(const TaskTag& tag, ConvAlgorithm a, Precision p) {
   if (a == ConvAlgorithm::kOneDnn && p != Precision::kBf16 && p != Precision::kBf16Amx) {
     throw std::logic_error(std::string(tag.layer) + ": onednn in precision " + to_string(p));
   }
+}
+
+// The convolution's activation tensor (y of the forward pass, dy of the backward ones) in bf16 or fp32, every other
+// one in fp32; bf16 only where the layer computes in a bf16 precision (Layer::writes_bf16), whose codelets have
+// twins for it. Returns whether it is bf16.
+bool bf16_activation(const TaskTag& tag, const Tensor& act, const char* what, const Tensor& other,
+                     const char* other_what, Precision p) {
+  check_dtype(tag, other, DType::kFloat32, other_what);
+  if (act.dtype() != DType::kBFloat16) {
+    check_dtype(tag, act, DType::kFloat32, what);
+    return false;
+  }
+  if (!is_bf16(p)) {
+    throw InvalidArgument(std::string(tag.layer) + ": " + what + " in bfloat16 with precision " + to_string(p) +
+                          ", expected a bf16 precision or a float32 " + what);
+  }
+  return true;
 }
 
 ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int relu) {
@@ -458,11 +537,18 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
+  const bool act = bf16_activation(tag, y, "output", x, "input", precision);
   const CodeletTable& table = precision == Precision::kTf32 ? kFwdTf32 : kFwd;
-  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? (b != nullptr ? cl_fwd_onednn : cl_fwd_onednn_nobias)
-                         : !bf16_pass(precision, algorithm) ? pick(table, algorithm, b)
-                         : b != nullptr                      ? *bf16_codelets(precision).fwd
-                                                             : *bf16_codelets(precision).fwd_nobias;
+  // A bf16 y reaches Winograd's fp32 pass only (bf16_pass is false there); im2col's bf16 passes are convgemm's.
+  runtime::Codelet& cl =
+      algorithm == ConvAlgorithm::kOneDnn
+          ? (act ? (b != nullptr ? cl_fwd_onednn_bf16act : cl_fwd_onednn_nobias_bf16act)
+                 : (b != nullptr ? cl_fwd_onednn : cl_fwd_onednn_nobias))
+      : !bf16_pass(precision, algorithm) ? (!act ? pick(table, algorithm, b)
+                                            : b != nullptr ? cl_fwd_winograd_bf16act
+                                                           : cl_fwd_winograd_nobias_bf16act)
+      : b != nullptr                      ? *bf16_codelets(precision, act).fwd
+                                          : *bf16_codelets(precision, act).fwd_nobias;
   runtime::submit_task(cl, task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
 }
 
@@ -479,8 +565,11 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
        {&cl_bwd_data_im2col, &cl_bwd_data_im2col_tf32},
        {&cl_bwd_data_winograd, &cl_bwd_data_winograd_tf32}}};
   const std::size_t tf32 = precision == Precision::kTf32 ? 1 : 0;
-  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? cl_bwd_data_onednn
-                         : bf16_pass(precision, algorithm)   ? *bf16_codelets(precision).bwd_data
+  const bool act = bf16_activation(tag, dy, "output gradient", dx, "input gradient", precision);
+  // A bf16 dy reaches Winograd's fp32 pass only (bf16_pass is false there); im2col's bf16 passes are convgemm's.
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? (act ? cl_bwd_data_onednn_bf16act : cl_bwd_data_onednn)
+                         : bf16_pass(precision, algorithm)   ? *bf16_codelets(precision, act).bwd_data
+                         : act                               ? cl_bwd_data_winograd_bf16act
                                                              : *kBwdData[static_cast<std::size_t>(algorithm)][tf32];
   runtime::submit_task(cl,
                        task_info(tag, "bwd_data", tile, a.shape.flops(), name),
@@ -495,12 +584,15 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn
-                             ? (db_tiles != nullptr ? cl_bwd_weights_onednn : cl_bwd_weights_onednn_nobias)
-                         : precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
-                         : precision == Precision::kTf32 ? pick(kBwdWeightsTf32, algorithm, db_tiles)
-                         : db_tiles != nullptr          ? *bf16_codelets(precision).bwd_weights
-                                                        : *bf16_codelets(precision).bwd_weights_nobias;
+  const bool act = bf16_activation(tag, dy, "output gradient", x, "input", precision);
+  runtime::Codelet& cl =
+      algorithm == ConvAlgorithm::kOneDnn
+          ? (act ? (db_tiles != nullptr ? cl_bwd_weights_onednn_bf16act : cl_bwd_weights_onednn_nobias_bf16act)
+                 : (db_tiles != nullptr ? cl_bwd_weights_onednn : cl_bwd_weights_onednn_nobias))
+      : precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
+      : precision == Precision::kTf32 ? pick(kBwdWeightsTf32, algorithm, db_tiles)
+      : db_tiles != nullptr          ? *bf16_codelets(precision, act).bwd_weights
+                                     : *bf16_codelets(precision, act).bwd_weights_nobias;
   runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
 }
 

@@ -15,12 +15,21 @@ namespace dtnn {
 enum class DType : std::uint8_t {
   kFloat32 = 0,  // values, parameters, gradients, logits
   kInt32 = 1,    // token ids and targets
+  // Activations and their gradients between two layers that both take bf16 (--precision bf16: Layer::writes_bf16
+  // and reads_bf16): the upper half of an fp32, rounded to nearest even (codelets/cpu/bf16.hpp).
+  kBFloat16 = 2,
+};
+
+// A bf16 element as host code sees it: the 16 bits, no arithmetic (kernels convert through codelets/cpu/bf16.hpp).
+struct bfloat16 {
+  std::uint16_t bits;
 };
 
 [[nodiscard]] constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::kFloat32: return 4;
     case DType::kInt32: return 4;
+    case DType::kBFloat16: return 2;
   }
   return 0;
 }
@@ -29,6 +38,7 @@ enum class DType : std::uint8_t {
   switch (t) {
     case DType::kFloat32: return "float32";
     case DType::kInt32: return "int32";
+    case DType::kBFloat16: return "bfloat16";
   }
   return "?";
 }
@@ -43,6 +53,10 @@ struct DTypeOf<float> {
 template <>
 struct DTypeOf<std::int32_t> {
   static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<bfloat16> {
+  static constexpr DType value = DType::kBFloat16;
 };
 template <class T>
 inline constexpr DType dtype_of = DTypeOf<std::remove_const_t<T>>::value;

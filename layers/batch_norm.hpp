@@ -51,6 +51,10 @@ class BatchNorm2d : public Layer {
   // written instead of two), and the backward tasks read the ReLU's output y to mask dy themselves (no masked
   // gradient tensor, no ReLU task). Declined once folded.
   int fuse_relu() override;
+  // Its statistics, normalisation and data gradient read a bf16 input (a convolution's output in a bf16 precision)
+  // and store the input's gradient in bf16, computing in fp32 (codelets' "..._bf16act"); not once folded, where
+  // the inference passes are a copy, a ReLU or an add.
+  [[nodiscard]] bool reads_bf16() const override { return folded_ == 0; }
   [[nodiscard]] int relu_fused() const { return relu_; }
   // A residual block (layers/block.hpp) whose Add this layer's output feeds: y = bn(x) + residual, then ReLU when
   // relu != 0, in the forward task; the statistics passes are the usual ones. Bitwise the separate passes.

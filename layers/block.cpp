@@ -128,9 +128,15 @@ Shape Block::batched(std::int64_t n, const Shape& sample) {
   return s;
 }
 
+DType Block::activation_dtype_of(std::size_t p, std::size_t i) const {
+  const auto& layers = paths_[p].layers_;
+  return activation_dtype(*layers[i].second, i + 1 < layers.size() ? layers[i + 1].second.get() : nullptr);
+}
+
 Tensor& Block::activation(const Tensor& x, std::size_t p, std::size_t i) {
   const Layer& layer = *paths_[p].layers_[i].second;
-  return scratch(x, slot_id(kActivation, p, i), batched(x.shape()[0], layer.output_shape()), x.tiles(), x.storage());
+  return scratch(x, slot_id(kActivation, p, i), batched(x.shape()[0], layer.output_shape()), x.tiles(), x.storage(),
+                 activation_dtype_of(p, i));
 }
 
 std::size_t Block::group_end(std::size_t p, std::size_t i) const {
@@ -217,7 +223,7 @@ const Tensor* Block::backward_path(std::size_t p, const Tensor& x, const Tensor&
     const Tensor& in = i > 0 ? activation(x, p, i - 1) : x;
     Tensor* g_in = nullptr;
     if (i > 0) {
-      g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles(), x.storage());
+      g_in = &scratch(x, slot_id(kGradient, p, i - 1), in.shape(), x.tiles(), x.storage(), in.dtype());
     } else if (need_dx) {
       g_in = &scratch(x, slot_id(kPathInputGradient, p, 0), x.shape(), x.tiles(), x.storage());
     }

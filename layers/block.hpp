@@ -89,6 +89,8 @@ class Block : public Layer {
 
  private:
   // The output of layer i of path p for this input (the path's own scratch tensors).
+  // Path p's layer i's output and its gradient, in activation_dtype_of(p, i).
+  [[nodiscard]] DType activation_dtype_of(std::size_t p, std::size_t i) const;
   Tensor& activation(const Tensor& x, std::size_t p, std::size_t i);
   // Past the layers that layer i of path p absorbed (Layer::fuse_relu): its group's output is activation(end - 1).
   [[nodiscard]] std::size_t group_end(std::size_t p, std::size_t i) const;

@@ -63,14 +63,18 @@ void Chain::reset_parameters(Rng& rng) {
   for (auto& entry : layers_) entry.second->reset_parameters(rng);
 }
 
+DType Chain::activation_dtype_of(std::size_t i) const {
+  return activation_dtype(*layers_[i].second, i + 1 < layers_.size() ? layers_[i + 1].second.get() : nullptr);
+}
+
 Tensor& Chain::activation(const Tensor& x, std::size_t i) {
   return scratch(x, kActivation + static_cast<int>(i), batched(x.shape()[0], layers_[i].second->output_shape()),
-                 x.tiles(), x.storage());
+                 x.tiles(), x.storage(), activation_dtype_of(i));
 }
 
 Tensor& Chain::gradient(const Tensor& x, std::size_t i) {
   return scratch(x, kGradient + static_cast<int>(i), batched(x.shape()[0], layers_[i].second->output_shape()),
-                 x.tiles(), x.storage());
+                 x.tiles(), x.storage(), activation_dtype_of(i));
 }
 
 void Chain::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {

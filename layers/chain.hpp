@@ -42,6 +42,8 @@ class Chain : public Layer {
 
  private:
   // The output of layer i (i < size - 1) for this input, and the gradient of it.
+  // Layer i's output and its gradient, in activation_dtype_of(i).
+  [[nodiscard]] DType activation_dtype_of(std::size_t i) const;
   Tensor& activation(const Tensor& x, std::size_t i);
   Tensor& gradient(const Tensor& x, std::size_t i);
 

@@ -257,6 +257,8 @@ void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector
   }
 }
 
+bool Conv2d::writes_bf16() const { return codelets::is_bf16(options_.precision_) && !options_.relu_; }
+
 int Conv2d::fuse_relu() {
   if (options_.relu_) return 0;
   options_.relu_ = true;

@@ -80,6 +80,9 @@ class Conv2d : public Layer {
   void fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift);
   // Fused passes (models/fusion.hpp): the following ReLU in the forward task's epilogue (options().relu_).
   int fuse_relu() override;
+  // In a bf16 precision, without a fused ReLU: the output (and its gradient) may be bf16, each pass then rounding
+  // or reading it in its own codelets ("..._bf16act"); the input stays fp32.
+  [[nodiscard]] bool writes_bf16() const override;
   [[nodiscard]] Parameter& weight() { return *weight_; }
   [[nodiscard]] Parameter* bias() { return bias_; }
 

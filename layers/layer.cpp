@@ -32,13 +32,19 @@ Buffer& Layer::add_buffer(std::string name, Shape shape) {
   return *buffers_.back();
 }
 
-Tensor& Layer::scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage) {
+Tensor& Layer::scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage, DType dtype) {
   auto [it, inserted] = scratch_.try_emplace({&input, id});
   if (inserted || it->second.shape() != shape || it->second.tiles() != std::min<std::int64_t>(tiles, shape[0]) ||
-      it->second.storage() != storage) {
-    it->second = Tensor(shape, tiles, storage);
+      it->second.storage() != storage || it->second.dtype() != dtype) {
+    it->second = Tensor(shape, TensorOptions().tiles(tiles).storage(storage).dtype(dtype));
   }
   return it->second;
+}
+
+DType activation_dtype(const Layer& producer, const Layer* consumer) {
+  const bool bf16 = consumer != nullptr && !producer.absorbed() && !consumer->absorbed() && producer.writes_bf16() &&
+                    consumer->reads_bf16();
+  return bf16 ? DType::kBFloat16 : DType::kFloat32;
 }
 
 std::int64_t Layer::parameter_count() const {

@@ -85,6 +85,13 @@ class Layer {
   // The element type of the layer's input: float32 values, or int32 token ids (Embedding), which only the first
   // layer of a model may take (Sequential::build checks).
   [[nodiscard]] virtual DType input_dtype() const { return DType::kFloat32; }
+  // bf16 activations (core/dtype.hpp's kBFloat16, under a bf16 precision): whether the layer's tasks can store its
+  // output, and read that output's gradient, in bf16 (writes_bf16); whether they can read its input, and store the
+  // input's gradient, in bf16 (reads_bf16). A container stores the tensors between two of its layers in bf16 where
+  // the first writes and the second reads them (activation_dtype); values and gradients are rounded to nearest even
+  // as they are stored, and every sum stays fp32.
+  [[nodiscard]] virtual bool writes_bf16() const { return false; }
+  [[nodiscard]] virtual bool reads_bf16() const { return false; }
   [[nodiscard]] const Shape& input_shape() const { return input_shape_; }
   [[nodiscard]] const Shape& output_shape() const { return output_shape_; }
 
@@ -118,7 +125,8 @@ class Layer {
   // Scratch tensors that a pass keeps between forward and backward (BatchNorm statistics, dropout masks),
   // one set per input tensor: each step in flight has its own activation tensors, hence its own scratch.
   // Created on first use (zero-filled when owned); `id` tells apart several scratch tensors of one layer.
-  Tensor& scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage = Storage::kOwned);
+  Tensor& scratch(const Tensor& input, int id, const Shape& shape, int tiles, Storage storage = Storage::kOwned,
+                  DType dtype = DType::kFloat32);
   // Sums the tile partials of every parameter into its gradient (after the bwd_weights tasks).
   void submit_gradient_sums(int used_tiles, const PassContext& ctx);
   // The gradient of what a layer computes before the ReLU fused into it (fuse_relu): dy where y > 0, in x's
@@ -137,6 +145,11 @@ class Layer {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::map<std::pair<const Tensor*, int>, Tensor> scratch_;
 };
+
+// The element type of the tensor between `producer` and the layer after it in a container (`consumer`, null where the
+// output leaves the container), and of its gradient: bf16 where the producer writes and the consumer reads bf16 and
+// neither was fused into another layer, fp32 otherwise.
+DType activation_dtype(const Layer& producer, const Layer* consumer);
 
 struct NamedParameter {
   std::string name;  // full dotted name, e.g. "layer1.0.conv1.weight"

@@ -181,9 +181,14 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
   auto storage_of = [&](std::size_t i) { return i + 1 == layers_.size() ? Storage::kOwned : storage; };
   acts.clear();
   acts.emplace_back(batch_shape(input_shape_), TensorOptions().tiles(tiles).dtype(layers_.front()->input_dtype()));
+  // Between two layers in bf16 where the first writes and the second reads it (Layer::writes_bf16), with its gradient.
+  auto options_of = [&](std::size_t i) {
+    const Layer* next = i + 1 < layers_.size() ? layers_[i + 1].get() : nullptr;
+    return TensorOptions().tiles(tiles).storage(storage_of(i)).dtype(activation_dtype(*layers_[i], next));
+  };
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (materialised(i)) {
-      acts.emplace_back(batch_shape(layers_[i]->output_shape()), tiles, storage_of(i));
+      acts.emplace_back(batch_shape(layers_[i]->output_shape()), options_of(i));
     } else {
       acts.emplace_back();
     }
@@ -193,7 +198,7 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
     grads->emplace_back();  // the input's gradient is never needed
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       if (materialised(i)) {
-        grads->emplace_back(batch_shape(layers_[i]->output_shape()), tiles, storage_of(i));
+        grads->emplace_back(batch_shape(layers_[i]->output_shape()), options_of(i));
       } else {
         grads->emplace_back();
       }

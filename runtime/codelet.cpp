@@ -78,6 +78,17 @@ Codelet::Codelet(const char* name, starpu_cpu_func_t cpu, starpu_cuda_func_t cud
   }
 }
 
+Codelet::Codelet(const char* name, const Codelet& body) {
+  model_ = body.model_;
+  model_.symbol = name;
+  cl_ = body.cl_;
+  cl_.where = STARPU_CPU;
+  cl_.cuda_funcs[0] = nullptr;
+  cl_.cuda_flags[0] = 0;
+  cl_.name = name;
+  cl_.model = &model_;
+}
+
 void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data, const void* args,
                  std::size_t args_size) {
   if (data.size() > STARPU_NMAXBUFS) {

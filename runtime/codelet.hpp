@@ -57,6 +57,10 @@ class Codelet {
   // Write the argument as DTNN_CUDA_FUNC(f) so that builds without CUDA compile it as nullptr.
   Codelet(const char* name, starpu_cpu_func_t cpu, starpu_cuda_func_t cuda,
           std::initializer_list<starpu_data_access_mode> modes, Footprint footprint = Footprint::kDataAndArgs);
+  // A CPU-only codelet of its own name (and so its own performance model) running `body`'s CPU function: for a body
+  // that serves several element types, told apart by its buffers' element sizes (vector_elemsize), so that the
+  // tasks of each type are timed apart. body must be defined before this one (in the same file, above it).
+  Codelet(const char* name, const Codelet& body);
   Codelet(const Codelet&) = delete;
   Codelet& operator=(const Codelet&) = delete;
 
@@ -112,6 +116,7 @@ T* vector_ptr_as(void* buffer) {
   return reinterpret_cast<T*>(STARPU_VECTOR_GET_PTR(buffer));
 }
 inline std::size_t vector_size(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
+inline std::size_t vector_elemsize(void* buffer) { return STARPU_VECTOR_GET_ELEMSIZE(buffer); }
 inline std::size_t vector_bytes(void* buffer) {
   return STARPU_VECTOR_GET_NX(buffer) * STARPU_VECTOR_GET_ELEMSIZE(buffer);
 }

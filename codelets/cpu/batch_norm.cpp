@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "codelets/cpu/bf16_arrays.hpp"
 #include "codelets/cpu/nn_kernels.hpp"
 #include "codelets/cpu/plane_sums.hpp"
 
@@ -16,6 +17,21 @@ using std::size_t;
 inline size_t plane_index(int i, int c, int ch) {
   return static_cast<size_t>(i) * static_cast<size_t>(c) + static_cast<size_t>(ch);
 }
+
+// A plane of x as floats: x itself, or a bf16 plane widened (exactly) into the thread's buffer `slot`, so that every
+// pass computes on bf16 inputs exactly what it computes on their fp32 values.
+inline const float* plane_floats(const float* x, size_t plane, int) { return x; }
+inline const float* plane_floats(const std::uint16_t* x, size_t plane, int slot) {
+  float* buf = bf16_staging(slot, plane);
+  bf16_to_floats(x, plane, buf);
+  return buf;
+}
+
+// Where a plane of the output is computed: the output itself, or (bf16) the thread's buffer 1, stored by store_plane.
+inline float* plane_out(float* y, size_t) { return y; }
+inline float* plane_out(std::uint16_t*, size_t plane) { return bf16_staging(1, plane); }
+inline void store_plane(const float*, size_t, float*) {}
+inline void store_plane(const float* computed, size_t plane, std::uint16_t* y) { floats_to_bf16(computed, plane, y); }
 
 // y > 0 ? g : +0 as a bit mask: the select of relu_bwd_data without a branch. Inside the double-lane plane sums the
 // compiler turned the select into a branch, which a random ReLU mask mispredicts half of the time (25x slower).
@@ -62,20 +78,24 @@ InferPlaneFn infer_plane_fn(bool residual, bool relu) {
 
 }  // namespace
 
-void batch_norm_sums(int n, int c, std::size_t plane, const float* x, float* partials) {
+namespace {
+
+template <class X>
+void sums(int n, int c, std::size_t plane, const X* x, float* partials) {
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      partials[p] = static_cast<float>(detail::sum_plane(x + p * plane, plane));
+      partials[p] = static_cast<float>(detail::sum_plane(plane_floats(x + p * plane, plane, 0), plane));
     }
   }
 }
 
-void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const float* x, const float* mean, float* partials) {
+template <class X>
+void sqdev_sums(int n, int c, std::size_t plane, const X* x, const float* mean, float* partials) {
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      const float* xp = x + p * plane;
+      const float* xp = plane_floats(x + p * plane, plane, 0);
       const double m = mean[ch];
       partials[p] = static_cast<float>(detail::sum_plane_of(plane, [xp, m](size_t j) {
         const double d = static_cast<double>(xp[j]) - m;
@@ -83,6 +103,22 @@ void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const float* x, cons
       }));
     }
   }
+}
+
+}  // namespace
+
+void batch_norm_sums(int n, int c, std::size_t plane, const float* x, float* partials) {
+  sums(n, c, plane, x, partials);
+}
+void batch_norm_sums(int n, int c, std::size_t plane, const std::uint16_t* x, float* partials) {
+  sums(n, c, plane, x, partials);
+}
+void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const float* x, const float* mean, float* partials) {
+  sqdev_sums(n, c, plane, x, mean, partials);
+}
+void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
+                           float* partials) {
+  sqdev_sums(n, c, plane, x, mean, partials);
 }
 
 void batch_norm_accumulate(int rows, int width, const float* partials, double* acc) {
@@ -117,8 +153,11 @@ void batch_norm_fwd(int n, int c, std::size_t plane, const float* x, const float
   batch_norm_fwd_fused(n, c, plane, x, mean, invstd, gamma, beta, nullptr, 0, y);
 }
 
-void batch_norm_fwd_fused(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
-                          const float* gamma, const float* beta, const float* residual, int relu, float* y) {
+namespace {
+
+template <class X>
+void fwd_fused(int n, int c, std::size_t plane, const X* x, const float* mean, const float* invstd, const float* gamma,
+               const float* beta, const float* residual, int relu, float* y) {
   const auto epilogue = epilogue_plane_fn(residual != nullptr, relu != 0);
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
@@ -126,9 +165,22 @@ void batch_norm_fwd_fused(int n, int c, std::size_t plane, const float* x, const
       const float m = mean[ch];
       const float s = gamma != nullptr ? invstd[ch] * gamma[ch] : invstd[ch];
       const float b = beta != nullptr ? beta[ch] : 0.0f;
-      epilogue(plane, x + p * plane, m, s, b, residual != nullptr ? residual + p * plane : nullptr, y + p * plane);
+      epilogue(plane, plane_floats(x + p * plane, plane, 0), m, s, b,
+               residual != nullptr ? residual + p * plane : nullptr, y + p * plane);
     }
   }
+}
+
+}  // namespace
+
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const float* x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, const float* residual, int relu, float* y) {
+  fwd_fused(n, c, plane, x, mean, invstd, gamma, beta, residual, relu, y);
+}
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
+                          const float* invstd, const float* gamma, const float* beta, const float* residual, int relu,
+                          float* y) {
+  fwd_fused(n, c, plane, x, mean, invstd, gamma, beta, residual, relu, y);
 }
 
 void batch_norm_scale_shift(int c, double eps, const float* mean, const float* var, const float* gamma,
@@ -147,9 +199,11 @@ void batch_norm_infer_fwd(int n, int c, std::size_t plane, double eps, const flo
   batch_norm_infer_fwd_fused(n, c, plane, eps, x, mean, var, gamma, beta, nullptr, 0, y);
 }
 
-void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
-                                const float* var, const float* gamma, const float* beta, const float* residual,
-                                int relu, float* y) {
+namespace {
+
+template <class X>
+void infer_fwd_fused(int n, int c, std::size_t plane, double eps, const X* x, const float* mean, const float* var,
+                     const float* gamma, const float* beta, const float* residual, int relu, float* y) {
   thread_local std::vector<float> scale;
   thread_local std::vector<float> shift;
   scale.resize(static_cast<size_t>(c));
@@ -159,10 +213,23 @@ void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, con
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      epilogue(plane, x + p * plane, scale[static_cast<size_t>(ch)], shift[static_cast<size_t>(ch)],
-               residual != nullptr ? residual + p * plane : nullptr, y + p * plane);
+      epilogue(plane, plane_floats(x + p * plane, plane, 0), scale[static_cast<size_t>(ch)],
+               shift[static_cast<size_t>(ch)], residual != nullptr ? residual + p * plane : nullptr, y + p * plane);
     }
   }
+}
+
+}  // namespace
+
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const float* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta, const float* residual,
+                                int relu, float* y) {
+  infer_fwd_fused(n, c, plane, eps, x, mean, var, gamma, beta, residual, relu, y);
+}
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const std::uint16_t* x,
+                                const float* mean, const float* var, const float* gamma, const float* beta,
+                                const float* residual, int relu, float* y) {
+  infer_fwd_fused(n, c, plane, eps, x, mean, var, gamma, beta, residual, relu, y);
 }
 
 void batch_norm_invstd(int c, double eps, const float* var, float* invstd) {
@@ -176,13 +243,16 @@ void batch_norm_bwd_sums(int n, int c, std::size_t plane, const float* x, const 
   batch_norm_bwd_sums_masked(n, c, plane, x, nullptr, dy, mean, invstd, partials);
 }
 
-void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
-                                const float* mean, const float* invstd, float* partials) {
+namespace {
+
+template <class X>
+void bwd_sums_masked(int n, int c, std::size_t plane, const X* x, const float* relu_y, const float* dy,
+                     const float* mean, const float* invstd, float* partials) {
   for (int i = 0; i < n; ++i) {
     float* row = partials + static_cast<size_t>(i) * 2 * static_cast<size_t>(c);
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      const float* xp = x + p * plane;
+      const float* xp = plane_floats(x + p * plane, plane, 0);
       const float* gp = dy + p * plane;
       const float m = mean[ch];
       const float is = invstd[ch];
@@ -206,6 +276,17 @@ void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x,
   }
 }
 
+}  // namespace
+
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, float* partials) {
+  bwd_sums_masked(n, c, plane, x, relu_y, dy, mean, invstd, partials);
+}
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
+                                const float* dy, const float* mean, const float* invstd, float* partials) {
+  bwd_sums_masked(n, c, plane, x, relu_y, dy, mean, invstd, partials);
+}
+
 void batch_norm_finish_bwd(int c, double count, const double* sums, float* mean_dy, float* mean_dy_xhat,
                            float* dgamma, float* dbeta) {
   for (int ch = 0; ch < c; ++ch) {
@@ -224,16 +305,19 @@ void batch_norm_bwd_data(int n, int c, std::size_t plane, const float* x, const 
   batch_norm_bwd_data_masked(n, c, plane, x, nullptr, dy, mean, invstd, gamma, mean_dy, mean_dy_xhat, dx);
 }
 
-void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
-                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
-                                const float* mean_dy_xhat, float* dx) {
+namespace {
+
+// X: the element type of x and dx (a bf16 dx is computed in fp32 plane by plane and rounded as it is stored).
+template <class X>
+void bwd_data_masked(int n, int c, std::size_t plane, const X* x, const float* relu_y, const float* dy,
+                     const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                     const float* mean_dy_xhat, X* dx) {
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      const float* xp = x + p * plane;
       const float* gp = dy + p * plane;
       const float* yp = relu_y != nullptr ? relu_y + p * plane : nullptr;
-      float* dp = dx + p * plane;
+      float* dp = plane_out(dx + p * plane, plane);
       const float is = invstd[ch];
       const float k = gamma != nullptr ? gamma[ch] * is : is;
       if (mean_dy == nullptr) {
@@ -245,8 +329,10 @@ void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x,
             dp[j] = k * (yp[j] > 0.0f ? g : 0.0f);
           }
         }
+        store_plane(dp, plane, dx + p * plane);
         continue;
       }
+      const float* xp = plane_floats(x + p * plane, plane, 0);
       const float m = mean[ch];
       const float a = mean_dy[ch];
       const float b = mean_dy_xhat[ch];
@@ -264,8 +350,22 @@ void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x,
           dp[j] = k * (g - a - xhat * b);
         }
       }
+      store_plane(dp, plane, dx + p * plane);
     }
   }
+}
+
+}  // namespace
+
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x, const float* relu_y, const float* dy,
+                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                                const float* mean_dy_xhat, float* dx) {
+  bwd_data_masked(n, c, plane, x, relu_y, dy, mean, invstd, gamma, mean_dy, mean_dy_xhat, dx);
+}
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
+                                const float* dy, const float* mean, const float* invstd, const float* gamma,
+                                const float* mean_dy, const float* mean_dy_xhat, std::uint16_t* dx) {
+  bwd_data_masked(n, c, plane, x, relu_y, dy, mean, invstd, gamma, mean_dy, mean_dy_xhat, dx);
 }
 
 }  // namespace dtnn::kernels::cpu

@@ -62,5 +62,9 @@ void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* ds
 // The AVX-512F variant gives the same words, faster; width a multiple of 8.
 void rows_to_bf16_pairs(const float* src, int width, dim_t rows, std::uint32_t* dst);
 void rows_to_bf16_pairs_avx512(const float* src, int width, dim_t rows, std::uint32_t* dst);
+// count floats -> count bf16 halves in order, rounded as float_to_bf16; and back (exact). AVX-512F bodies of
+// bf16_arrays.hpp's functions, which pick them on CPUs that have it.
+void floats_to_bf16_avx512(const float* src, std::size_t count, std::uint16_t* dst);
+void bf16_to_floats_avx512(const std::uint16_t* src, std::size_t count, float* dst);
 
 }  // namespace dtnn::kernels::cpu

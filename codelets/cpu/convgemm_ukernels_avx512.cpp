@@ -134,6 +134,37 @@ void round_to_bf16_pairs_avx512(const float* src, dim_t count, std::uint32_t* ds
   }
 }
 
+void floats_to_bf16_avx512(const float* src, std::size_t count, std::uint16_t* dst) {
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), round_bf16_16(0xffff, src + i));
+  }
+  if (i < count) {
+    // The tail through the same vector rounding (no inline helper of bf16.hpp in this -mavx512f file).
+    const std::size_t left = count - i;
+    alignas(32) std::uint16_t halves[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(halves),
+                       round_bf16_16(static_cast<__mmask16>((1u << left) - 1u), src + i));
+    std::memcpy(dst + i, halves, left * sizeof(std::uint16_t));
+  }
+}
+
+void bf16_to_floats_avx512(const std::uint16_t* src, std::size_t count, float* dst) {
+  std::size_t i = 0;
+  const auto widen = [](__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); };
+  for (; i + 16 <= count; i += 16) {
+    _mm512_storeu_ps(dst + i, widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  }
+  if (i < count) {
+    const std::size_t left = count - i;
+    alignas(32) std::uint16_t halves[16] = {};
+    alignas(64) float out[16];
+    std::memcpy(halves, src + i, left * sizeof(std::uint16_t));
+    _mm512_store_ps(out, widen(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves))));
+    std::memcpy(dst + i, out, left * sizeof(float));
+  }
+}
+
 void rows_to_bf16_pairs_avx512(const float* src, int width, dim_t rows, std::uint32_t* dst) {
   const auto w = static_cast<dim_t>(width);
   const __m512i low = _mm512_set1_epi32(0xffff);

@@ -91,6 +91,24 @@ void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x,
                                 const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
                                 const float* mean_dy_xhat, float* dx);
 
+// bf16 inputs (core/dtype.hpp's kBFloat16 activations: a convolution's output stored in bf16 for the BatchNorm that
+// reads it): the same passes on x's exact fp32 values, plane by plane, and a bf16 dx rounded (float_to_bf16) from
+// the fp32 gradient the fp32 pass computes. So each equals, bit for bit, the fp32 pass on the widened input.
+void batch_norm_sums(int n, int c, std::size_t plane, const std::uint16_t* x, float* partials);
+void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
+                           float* partials);
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
+                          const float* invstd, const float* gamma, const float* beta, const float* residual, int relu,
+                          float* y);
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const std::uint16_t* x,
+                                const float* mean, const float* var, const float* gamma, const float* beta,
+                                const float* residual, int relu, float* y);
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
+                                const float* dy, const float* mean, const float* invstd, float* partials);
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
+                                const float* dy, const float* mean, const float* invstd, const float* gamma,
+                                const float* mean_dy, const float* mean_dy_xhat, std::uint16_t* dx);
+
 // ---- Dropout ----
 // The keep decision of element e of batch row `row` at step `step` is a pure function of (seed, step, row, e):
 // a counter-based hash (splitmix64), so that neither the tiling nor the order of tasks changes a mask.

@@ -89,7 +89,8 @@ struct Descs {
   memory::dims x_dims, w_dims, y_dims, strides, dilates, pad_l, pad_r;
 };
 
-Descs descs(const Conv2dShape& s) {
+// bf16_act: y (the forward's output, the backward passes' dy) is a bf16 NCHW tensor (core/dtype.hpp's kBFloat16).
+Descs descs(const Conv2dShape& s, bool bf16_act) {
   Descs d;
   d.x_dims = {s.n, s.c, s.h, s.w};
   d.y_dims = {s.n, s.k, s.out_h(), s.out_w()};
@@ -97,7 +98,7 @@ Descs descs(const Conv2dShape& s) {
   d.w_dims = grouped ? memory::dims{s.groups, s.k / s.groups, s.c / s.groups, s.r, s.s}
                      : memory::dims{s.k, s.c, s.r, s.s};
   d.x = memory::desc(d.x_dims, Type::f32, Tag::nchw);
-  d.y = memory::desc(d.y_dims, Type::f32, Tag::nchw);
+  d.y = memory::desc(d.y_dims, bf16_act ? Type::bf16 : Type::f32, Tag::nchw);
   d.w = memory::desc(d.w_dims, Type::f32, grouped ? Tag::goihw : Tag::oihw);
   d.b = memory::desc({s.k}, Type::f32, Tag::x);
   d.strides = {s.stride_h, s.stride_w};
@@ -136,7 +137,9 @@ dnnl::primitive_attr user_scratchpad() {
 dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias, int relu, const dnnl::engine& e) {
   const auto algo = dnnl::algorithm::convolution_direct;
   const auto prop = dnnl::prop_kind::forward_training;
-  const memory::desc x = any(d.x_dims, Type::bf16), w = any(d.w_dims, Type::bf16), y = any(d.y_dims, Type::f32);
+  // A bf16 output is rounded by the convolution as it stores (no fp32 copy and reorder).
+  const memory::desc x = any(d.x_dims, Type::bf16), w = any(d.w_dims, Type::bf16),
+                     y = any(d.y_dims, d.y.data_type());
   dnnl::primitive_attr attr = user_scratchpad();
   if (relu != 0) {
     dnnl::post_ops ops;
@@ -149,8 +152,8 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias, 
                     {prop, algo, x, w, y, d.strides, d.dilates, d.pad_l, d.pad_r}, attr, e);
 }
 
-Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, const dnnl::engine& e) {
-  const Descs d = descs(s);
+Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool bf16_act, const dnnl::engine& e) {
+  const Descs d = descs(s, bf16_act);
   const auto algo = dnnl::algorithm::convolution_direct;
   Prepared p;
   std::size_t bytes = 0;
@@ -197,13 +200,13 @@ Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, const
 }
 
 // Created at the first call of a geometry, pass and epilogue on a thread.
-Prepared& prepared(Context& c, const Conv2dShape& s, ConvPass pass, bool bias, int relu) {
+Prepared& prepared(Context& c, const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool bf16_act = false) {
   std::vector<int> key = key_of(s);
-  key.insert(key.end(), {static_cast<int>(pass), bias ? 1 : 0, relu != 0 ? 1 : 0});
+  key.insert(key.end(), {static_cast<int>(pass), bias ? 1 : 0, relu != 0 ? 1 : 0, bf16_act ? 1 : 0});
   auto it = c.prepared.find(key);
   if (it == c.prepared.end()) {
     try {
-      it = c.prepared.emplace(std::move(key), prepare(s, pass, bias, relu, c.engine)).first;
+      it = c.prepared.emplace(std::move(key), prepare(s, pass, bias, relu, bf16_act, c.engine)).first;
     } catch (const dnnl::error& e) {
       throw InvalidArgument("oneDNN: no bf16 convolution for " + geometry(s) + " on this CPU (" + e.what() +
                             "), expected a CPU with AVX-512 (AMX or AVX512-BF16 for speed), or another --conv");
@@ -213,16 +216,16 @@ Prepared& prepared(Context& c, const Conv2dShape& s, ConvPass pass, bool bias, i
 }
 
 // inputs[i] and direct[i] are the caller's pointers of p.inputs and p.direct, output that of p.output.
-void run(Context& c, const Prepared& p, std::initializer_list<const float*> inputs,
-         std::initializer_list<const float*> direct, float* output) {
+void run(Context& c, const Prepared& p, std::initializer_list<const void*> inputs,
+         std::initializer_list<const float*> direct, void* output) {
   auto* block = reinterpret_cast<char*>(c.memory_block.reserve((p.bytes + sizeof(float) - 1) / sizeof(float)));
   const auto mem = [&](const memory::desc& desc, const void* ptr) {
     return memory(desc, c.engine, const_cast<void*>(ptr));  // NOLINT(cppcoreguidelines-pro-type-const-cast)
   };
   std::unordered_map<int, memory> args;
-  const float* const* in = inputs.begin();
+  const void* const* in = inputs.begin();
   for (const Operand& o : p.inputs) {
-    const float* ptr = *in++;
+    const void* ptr = *in++;
     if (o.reorder) {
       memory user = mem(o.user, ptr);
       memory inner = mem(o.inner, block + o.offset);
@@ -281,10 +284,10 @@ std::string onednn_bf16_impl(const Conv2dShape& sh, ConvPass pass) {
   return prepared(context(), sh, pass, pass != ConvPass::kBwdData, 0).impl;
 }
 
-void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu,
-                            float* y) {
+void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, void* y,
+                            bool bf16_act) {
   Context& c = context();
-  const Prepared& p = prepared(c, sh, ConvPass::kFwd, b != nullptr, relu);
+  const Prepared& p = prepared(c, sh, ConvPass::kFwd, b != nullptr, relu, bf16_act);
   if (b != nullptr) {
     run(c, p, {x, w}, {b}, y);
   } else {
@@ -292,14 +295,15 @@ void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* 
   }
 }
 
-void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const float* dy, const float* w, float* dx) {
+void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void* dy, const float* w, float* dx, bool bf16_act) {
   Context& c = context();
-  run(c, prepared(c, sh, ConvPass::kBwdData, false, 0), {dy, w}, {}, dx);
+  run(c, prepared(c, sh, ConvPass::kBwdData, false, 0, bf16_act), {dy, w}, {}, dx);
 }
 
-void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db) {
+void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const void* dy, float* dw, float* db,
+                                    bool bf16_act) {
   Context& c = context();
-  const Prepared& p = prepared(c, sh, ConvPass::kBwdWeights, db != nullptr, 0);
+  const Prepared& p = prepared(c, sh, ConvPass::kBwdWeights, db != nullptr, 0, bf16_act);
   if (db != nullptr) {
     run(c, p, {x, dy}, {db}, dw);
   } else {
@@ -319,11 +323,11 @@ namespace {
 }
 }  // namespace
 
-void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float*, const float*, const float*, int, float*) {
+void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float*, const float*, const float*, int, void*, bool) {
   not_built(sh);
 }
-void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const float*, const float*, float*) { not_built(sh); }
-void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float*, const float*, float*, float*) {
+void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void*, const float*, float*, bool) { not_built(sh); }
+void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float*, const void*, float*, float*, bool) {
   not_built(sh);
 }
 #endif

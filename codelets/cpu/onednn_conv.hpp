@@ -31,9 +31,14 @@ void onednn_release_thread_memory();
 // As conv2d_fwd_convgemm (bias and ReLU in fp32, fused), conv2d_bwd_data_convgemm and conv2d_bwd_weights_convgemm
 // (dw and db overwritten; db summed by oneDNN from dy as it rounded it). dtnn::InvalidArgument naming the geometry
 // where onednn_bf16_fits is false.
-void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu,
-                            float* y);
-void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const float* dy, const float* w, float* dx);
-void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const float* dy, float* dw, float* db);
+// bf16_act: y (forward) or dy (backward) is a bf16 NCHW tensor (core/dtype.hpp's kBFloat16) instead of fp32: the
+// forward rounds its output (bias and ReLU applied first) as it stores it, the backward passes read dy as it is,
+// without the reorders of an fp32 one.
+void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, void* y,
+                            bool bf16_act = false);
+void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void* dy, const float* w, float* dx,
+                                 bool bf16_act = false);
+void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const void* dy, float* dw, float* db,
+                                    bool bf16_act = false);
 
 }  // namespace dtnn::kernels::cpu

@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "codelets/cpu/bf16.hpp"
+#include "codelets/cpu/bf16_arrays.hpp"
 #include "codelets/cpu/convgemm.hpp"
 #include "codelets/cpu/convgemm_ukernels.hpp"
+#include "codelets/cpu/nn_kernels.hpp"
 #include "codelets/cpu/onednn_conv.hpp"
 #include "conv_reference.hpp"
 #include "core/cpu_features.hpp"
@@ -141,6 +143,96 @@ TEST(Bf16Test, Avx512RoundingGivesThePortableWords) {
     round_to_bf16_pairs_avx512(src.data(), count, wide.data());
     EXPECT_EQ(portable, wide) << "count " << count;
     EXPECT_EQ(wide.back(), 0xdeadbeefu) << "written past the row's words, count " << count;
+  }
+}
+
+// Whole arrays (bf16 activations): float_to_bf16 element by element, the AVX-512F body alike with every tail length,
+// nothing written past the end, and the way back exact.
+TEST(Bf16Test, ArraysRoundAsFloatToBf16AndWidenExactly) {
+  for (const std::size_t count : {1u, 7u, 15u, 16u, 17u, 31u, 33u, 1000u}) {
+    const auto src = awkward_values(count, static_cast<std::uint32_t>(count) + 7u);
+    std::vector<std::uint16_t> want(count), portable(count + 1, 0xbeefu), wide(count + 1, 0xbeefu);
+    for (std::size_t i = 0; i < count; ++i) want[i] = float_to_bf16(src[i]);
+    floats_to_bf16(src.data(), count, portable.data());
+    EXPECT_EQ(std::vector<std::uint16_t>(portable.begin(), portable.end() - 1), want) << "count " << count;
+    EXPECT_EQ(portable.back(), 0xbeefu) << "written past the end, count " << count;
+    std::vector<float> back(count + 1, -7.0f);
+    bf16_to_floats(want.data(), count, back.data());
+    for (std::size_t i = 0; i < count; ++i) {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(back[i]), static_cast<std::uint32_t>(want[i]) << 16) << i;
+    }
+    EXPECT_EQ(back.back(), -7.0f) << "written past the end, count " << count;
+    if (!cpu_has_avx512()) continue;
+    floats_to_bf16_avx512(src.data(), count, wide.data());
+    EXPECT_EQ(wide, portable) << "AVX-512F against portable, count " << count;
+    std::vector<float> wide_back(count + 1, -7.0f);
+    bf16_to_floats_avx512(want.data(), count, wide_back.data());
+    EXPECT_TRUE(bitwise_equal(wide_back, back)) << "count " << count;
+  }
+}
+
+// BatchNorm's passes on a bf16 input (a convolution's bf16 output) are the fp32 passes on its widened values, bit
+// for bit, and a bf16 dx is the fp32 dx rounded: with and without the fused ReLU's mask, batch and frozen statistics.
+TEST(Bf16Test, BatchNormOnBf16InputIsTheFp32PassOnItsValues) {
+  const int n = 3, c = 5;
+  const std::size_t plane = 7 * 9;  // odd: the conversions' tails
+  const std::size_t count = static_cast<std::size_t>(n) * c * plane;
+  std::vector<std::uint16_t> x16(count);
+  const auto raw = random_vector(count, 11);
+  floats_to_bf16(raw.data(), count, x16.data());
+  std::vector<float> x(count);
+  bf16_to_floats(x16.data(), count, x.data());
+  const auto dy = random_vector(count, 12);
+  const auto relu_y = random_vector(count, 13);  // half of it <= 0
+  const auto mean = random_vector(static_cast<std::size_t>(c), 14);
+  std::vector<float> invstd(static_cast<std::size_t>(c)), gamma = random_vector(static_cast<std::size_t>(c), 15);
+  for (int ch = 0; ch < c; ++ch) invstd[static_cast<std::size_t>(ch)] = 0.5f + 0.1f * static_cast<float>(ch);
+  const auto beta = random_vector(static_cast<std::size_t>(c), 16);
+  const auto residual = random_vector(count, 17);
+  const auto pc = static_cast<std::size_t>(n * c);
+
+  std::vector<float> p32(pc), p16(pc);
+  batch_norm_sums(n, c, plane, x.data(), p32.data());
+  batch_norm_sums(n, c, plane, x16.data(), p16.data());
+  EXPECT_TRUE(bitwise_equal(p16, p32)) << "sums";
+  batch_norm_sqdev_sums(n, c, plane, x.data(), mean.data(), p32.data());
+  batch_norm_sqdev_sums(n, c, plane, x16.data(), mean.data(), p16.data());
+  EXPECT_TRUE(bitwise_equal(p16, p32)) << "squared deviations";
+
+  std::vector<float> y32(count), y16(count);
+  batch_norm_fwd_fused(n, c, plane, x.data(), mean.data(), invstd.data(), gamma.data(), beta.data(), residual.data(), 1,
+                       y32.data());
+  batch_norm_fwd_fused(n, c, plane, x16.data(), mean.data(), invstd.data(), gamma.data(), beta.data(),
+                       residual.data(), 1, y16.data());
+  EXPECT_TRUE(bitwise_equal(y16, y32)) << "forward";
+  const auto var = invstd;  // any positive values
+  batch_norm_infer_fwd_fused(n, c, plane, 1e-5, x.data(), mean.data(), var.data(), gamma.data(), beta.data(), nullptr,
+                             0, y32.data());
+  batch_norm_infer_fwd_fused(n, c, plane, 1e-5, x16.data(), mean.data(), var.data(), gamma.data(), beta.data(),
+                             nullptr, 0, y16.data());
+  EXPECT_TRUE(bitwise_equal(y16, y32)) << "inference forward";
+
+  for (const float* mask : {static_cast<const float*>(nullptr), relu_y.data()}) {
+    std::vector<float> s32(2 * pc), s16(2 * pc);
+    batch_norm_bwd_sums_masked(n, c, plane, x.data(), mask, dy.data(), mean.data(), invstd.data(), s32.data());
+    batch_norm_bwd_sums_masked(n, c, plane, x16.data(), mask, dy.data(), mean.data(), invstd.data(), s16.data());
+    EXPECT_TRUE(bitwise_equal(s16, s32)) << "backward sums, mask " << (mask != nullptr);
+    const auto mean_dy = random_vector(static_cast<std::size_t>(c), 18);
+    const auto mean_dy_xhat = random_vector(static_cast<std::size_t>(c), 19);
+    for (const bool frozen : {false, true}) {
+      std::vector<float> dx32(count);
+      std::vector<std::uint16_t> dx16(count + 1, 0xbeefu), want(count);
+      batch_norm_bwd_data_masked(n, c, plane, x.data(), mask, dy.data(), mean.data(), invstd.data(), gamma.data(),
+                                 frozen ? nullptr : mean_dy.data(), frozen ? nullptr : mean_dy_xhat.data(),
+                                 dx32.data());
+      batch_norm_bwd_data_masked(n, c, plane, x16.data(), mask, dy.data(), mean.data(), invstd.data(), gamma.data(),
+                                 frozen ? nullptr : mean_dy.data(), frozen ? nullptr : mean_dy_xhat.data(),
+                                 dx16.data());
+      for (std::size_t i = 0; i < count; ++i) want[i] = float_to_bf16(dx32[i]);
+      EXPECT_EQ(std::vector<std::uint16_t>(dx16.begin(), dx16.end() - 1), want)
+          << "data gradient, mask " << (mask != nullptr) << ", frozen " << frozen;
+      EXPECT_EQ(dx16.back(), 0xbeefu);
+    }
   }
 }
 

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// bf16 activations (issue 37, core/dtype.hpp's kBFloat16): under a bf16 precision the tensor between a convolution
+// and the BatchNorm that reads it, and its gradient, are bf16; every other tensor stays fp32. The convolution stores
+// its fp32 result rounded to nearest even, the BatchNorm computes on the exact values, and the convolution's
+// backward passes read the bf16 gradient as it is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "codelets/cpu/bf16.hpp"
+#include "layers/batch_norm.hpp"
+#include "layers/block.hpp"
+#include "layers/conv2d.hpp"
+#include "layers/dense.hpp"
+#include "layers/pooling.hpp"
+#include "layers/simple.hpp"
+#include "models/fusion.hpp"
+#include "models/sequential.hpp"
+#include "runtime/engine.hpp"
+#include "support/tensor_checks.hpp"
+
+namespace dtnn {
+namespace {
+
+using codelets::Precision;
+using test_support::bitwise_equal;
+
+// The stem (convolution, BatchNorm, ReLU), a residual block whose path is convolution -> BatchNorm, and a head.
+Sequential resnet_like(Precision p) {
+  Sequential m;
+  m.add<Conv2d>(Conv2dOptions(3, 4, 3).padding(1).bias(false).precision(p))
+      .add<BatchNorm2d>(BatchNorm2dOptions(4))
+      .add<ReLU>();
+  auto block = std::make_unique<Block>(Merge::kAdd);
+  block->add_path(Path()
+                      .add<Conv2d>(Conv2dOptions(4, 4, 3).padding(1).bias(false).precision(p))
+                      .add<BatchNorm2d>(BatchNorm2dOptions(4)));
+  block->add_path(Path());
+  m.add(std::move(block)).add<GlobalAvgPool2d>().add<Flatten>().add<Dense>(DenseOptions(4, 3));
+  return m;
+}
+
+std::vector<DType> dtypes(const std::vector<Tensor>& tensors) {
+  std::vector<DType> out;
+  for (const Tensor& t : tensors) out.push_back(t.defined() ? t.dtype() : DType::kInt32);  // int32: not allocated
+  return out;
+}
+
+std::int64_t bytes(const std::vector<Tensor>& tensors) {
+  std::int64_t b = 0;
+  for (const Tensor& t : tensors) b += t.defined() ? t.bytes() : 0;
+  return b;
+}
+
+TEST(Bf16ActivationsTest, OnlyTheTensorsBetweenAConvolutionAndItsBatchNormAreBf16) {
+  constexpr auto f32 = DType::kFloat32;
+  constexpr auto bf16 = DType::kBFloat16;
+  constexpr auto none = DType::kInt32;
+  const auto allocated = [](Precision p, bool fold) {
+    Sequential m = resnet_like(p);
+    m.build({3, 8, 8}, 1);
+    if (fold) fold_batchnorm(m);
+    std::vector<Tensor> acts, grads;
+    m.allocate(4, 2, acts, &grads);
+    return std::make_pair(std::move(acts), std::move(grads));
+  };
+  // Input, convolution -> BatchNorm, BatchNorm (+ReLU, fused: its own output never allocated), block, pool, flatten,
+  // dense.
+  const auto [acts32, grads32] = allocated(Precision::kFp32, false);
+  EXPECT_EQ(dtypes(acts32), (std::vector<DType>{f32, f32, none, f32, f32, f32, f32, f32}));
+  const auto [acts, grads] = allocated(Precision::kBf16Emulated, false);
+  EXPECT_EQ(dtypes(acts), (std::vector<DType>{f32, bf16, none, f32, f32, f32, f32, f32}));
+  EXPECT_EQ(dtypes(grads), (std::vector<DType>{none, bf16, none, f32, f32, f32, f32, f32}));
+  // Half the bytes of the stem convolution's output and of its gradient: 4 x 4 x 8 x 8 values each.
+  EXPECT_EQ(bytes(acts32) + bytes(grads32) - bytes(acts) - bytes(grads), 2 * 2 * 4 * 4 * 8 * 8);
+  // A folded BatchNorm's inference passes are an add or a ReLU on fp32 values: no bf16 tensor feeds it.
+  const auto [acts_folded, grads_folded] = allocated(Precision::kBf16Emulated, true);
+  for (const Tensor& t : acts_folded) {
+    if (t.defined()) EXPECT_EQ(t.dtype(), f32);
+  }
+}
+
+// The convolution's bf16 output is its fp32 output rounded (bf16.hpp's float_to_bf16), the BatchNorm's output that
+// of an fp32 BatchNorm on those values, and the convolution's weight gradient from the bf16 gradient is that of an
+// fp32 gradient of the same values: each bit for bit.
+TEST(Bf16ActivationsTest, ConvolutionRoundsItsOutputAndBatchNormReadsItsValues) {
+  const Precision p = Precision::kBf16Emulated;
+  Sequential net;  // convolution -> BatchNorm with a bf16 tensor between them
+  net.add<Conv2d>(Conv2dOptions(3, 5, 3).padding(1).precision(p)).add<BatchNorm2d>(BatchNorm2dOptions(5));
+  Sequential conv;  // the same convolution alone: fp32 output
+  conv.add<Conv2d>(Conv2dOptions(3, 5, 3).padding(1).precision(p));
+  Sequential bn;  // the same BatchNorm alone: fp32 input
+  bn.add<BatchNorm2d>(BatchNorm2dOptions(5));
+  for (Sequential* m : {&net, &conv}) m->build({3, 7, 7}, 3);
+  bn.build({5, 7, 7}, 3);
+  for (std::size_t i = 0; i < 2; ++i) {
+    conv.layer(0).parameters()[i]->value.copy_from(net.layer(0).parameters()[i]->value.to_vector());
+  }
+  const std::int64_t n = 6;
+  std::vector<Tensor> acts, grads, conv_acts, conv_grads, bn_acts, bn_grads;
+  net.allocate(n, 2, acts, &grads);
+  conv.allocate(n, 2, conv_acts, &conv_grads);
+  bn.allocate(n, 2, bn_acts, &bn_grads);
+  ASSERT_EQ(acts[1].dtype(), DType::kBFloat16);
+  ASSERT_EQ(grads[1].dtype(), DType::kBFloat16);
+
+  std::vector<float> x(static_cast<std::size_t>(acts[0].numel()));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  acts[0].copy_from(x);
+  conv_acts[0].copy_from(x);
+  const PassContext ctx{1, 0, 0};
+  net.forward(acts, ctx);
+  conv.forward(conv_acts, ctx);
+  const std::vector<bfloat16> y16 = acts[1].values_as<bfloat16>();
+  const std::vector<float> y32 = conv_acts[1].to_vector();
+  std::vector<float> widened(y16.size());
+  std::size_t rounded_away = 0;
+  for (std::size_t i = 0; i < y16.size(); ++i) {
+    ASSERT_EQ(y16[i].bits, kernels::cpu::float_to_bf16(y32[i])) << i;
+    widened[i] = kernels::cpu::bf16_to_float(y16[i].bits);
+    rounded_away += widened[i] != y32[i] ? 1 : 0;
+  }
+  EXPECT_GT(rounded_away, y16.size() / 2) << "the fp32 outputs were bf16 values already: the test would say nothing";
+  bn_acts[0].copy_from(widened);
+  bn.forward(bn_acts, ctx);
+  EXPECT_TRUE(bitwise_equal(acts[2].to_vector(), bn_acts[1].to_vector())) << "BatchNorm on the bf16 values";
+
+  // Backward from the same output gradient: the bf16 gradient between the two layers, then the convolution's weight
+  // gradient from it against the fp32 convolution's from its widened values.
+  std::vector<float> dy(static_cast<std::size_t>(grads[2].numel()));
+  for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = std::cos(0.11f * static_cast<float>(i));
+  grads[2].copy_from(dy);
+  net.backward(acts, grads, ctx, nullptr);
+  const std::vector<bfloat16> g16 = grads[1].values_as<bfloat16>();
+  std::vector<float> g(g16.size());
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = kernels::cpu::bf16_to_float(g16[i].bits);
+  conv_grads[1].copy_from(g);
+  conv.backward(conv_acts, conv_grads, ctx, nullptr);
+  runtime::Engine::current()->wait_all();
+  for (std::size_t i = 0; i < 2; ++i) {  // weight and bias
+    EXPECT_TRUE(bitwise_equal(net.layer(0).parameters()[i]->grad.to_vector(),
+                              conv.layer(0).parameters()[i]->grad.to_vector()))
+        << net.layer(0).parameters()[i]->name;
+  }
+}
+
+}  // namespace
+}  // namespace dtnn
