@@ -600,9 +600,11 @@ namespace {
 
 using kernels::cpu::ConvPass;
 
-// Random-looking inputs of a geometry, and room for every output, for timing its passes.
+// Random-looking inputs of a geometry, and room for every output, for timing its passes; y16: y in bf16, for a layer
+// whose output and its gradient are bf16 activations.
 struct TimingData {
   std::vector<float> x, w, y, dx, dw;
+  std::vector<std::uint16_t> y16;
   explicit TimingData(const Conv2dShape& s)
       : x(static_cast<std::size_t>(s.n) * s.c * s.h * s.w),
         w(static_cast<std::size_t>(s.k) * (s.c / s.groups) * s.r * s.s),
@@ -612,12 +614,30 @@ struct TimingData {
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
     for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>((i * 69069u) % 1000) * 1e-3f - 0.5f;
+    y16.resize(y.size());
+    kernels::cpu::floats_to_bf16(y.data(), y.size(), y16.data());
   }
 };
 
 // One pass of a geometry as a layer of the algorithm and precision runs it (codelets/conv2d.hpp): y as the output
-// of the forward pass and the gradient of the backward ones.
-void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d) {
+// of the forward pass and the gradient of the backward ones; with act, y16 in their place, as the "_bf16act"
+// codelets take it (oneDNN directly, the others through fp32 copies).
+void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d, bool act) {
+  if (act) {
+    if (a == ConvAlgorithm::kOneDnn) {
+      namespace k = kernels::cpu;
+      switch (pass) {
+        case ConvPass::kFwd: return k::conv2d_fwd_onednn_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y16.data(), true);
+        case ConvPass::kBwdData: return k::conv2d_bwd_data_onednn_bf16(s, d.y16.data(), d.w.data(), d.dx.data(), true);
+        case ConvPass::kBwdWeights:
+          return k::conv2d_bwd_weights_onednn_bf16(s, d.x.data(), d.y16.data(), d.dw.data(), nullptr, true);
+      }
+    }
+    if (pass != ConvPass::kFwd) kernels::cpu::bf16_to_floats(d.y16.data(), d.y16.size(), d.y.data());
+    run_pass(a, pass, precision, s, d, false);
+    if (pass == ConvPass::kFwd) kernels::cpu::floats_to_bf16(d.y.data(), d.y.size(), d.y16.data());
+    return;
+  }
   using kernels::cpu::Bf16Math;
   namespace k = kernels::cpu;
   const Bf16Math math = precision == Precision::kBf16      ? Bf16Math::kAvx512Bf16
@@ -654,12 +674,13 @@ void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dS
 }
 
 // The best of two timed runs after one that warms caches, packing buffers and oneDNN's primitives.
-double time_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d) {
+double time_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d,
+                 bool act) {
   using Clock = std::chrono::steady_clock;
   double best = 1e300;
   for (int round = 0; round < 3; ++round) {
     const auto start = Clock::now();
-    run_pass(a, pass, precision, s, d);
+    run_pass(a, pass, precision, s, d, act);
     const double t = std::chrono::duration<double>(Clock::now() - start).count();
     if (round > 0) best = std::min(best, t);
   }
@@ -682,12 +703,13 @@ std::vector<ConvAlgorithm> candidates(ConvPass pass, Precision precision, const 
 
 }  // namespace
 
-ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision) {
+ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision, bool bf16_act) {
   static std::mutex mutex;
   static std::map<std::vector<int>, ConvPlan> cache;
   // The geometry and the precision: a layer is timed in the arithmetic it runs.
   const std::vector<int> key{s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_bottom,
-                             s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, static_cast<int>(precision)};
+                             s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, static_cast<int>(precision),
+                             bf16_act ? 1 : 0};
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) {
     return it->second;
@@ -698,7 +720,7 @@ ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision) {
     ConvAlgorithm best = ConvAlgorithm::kConvgemm;
     double best_time = 1e300;
     for (ConvAlgorithm a : candidates(pass, precision, s)) {
-      const double t = time_pass(a, pass, precision, s, data);
+      const double t = time_pass(a, pass, precision, s, data, bf16_act);
       if (t < best_time) {
         best = a;
         best_time = t;

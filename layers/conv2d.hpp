@@ -88,7 +88,8 @@ class Conv2d : public Layer {
 
  private:
   // The algorithms of tile `tile`'s tasks, pass by pass.
-  codelets::ConvPlan resolve(const Tensor& x, int tile);
+  // bf16_act: the output and its gradient are bf16 (auto times its candidates so).
+  codelets::ConvPlan resolve(const Tensor& x, int tile, bool bf16_act);
   // Under the winograd variant: Winograd where it serves the geometry (from winograd_min_batch_ samples a tile),
   // convgemm elsewhere.
   void choose_winograd();

@@ -2,7 +2,9 @@
 #include "models/diagnosis.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -14,9 +16,18 @@
 namespace dtnn {
 namespace {
 
+// The values of t as floats: a bf16 tensor's (an activation between a convolution and its BatchNorm) widened.
+std::vector<float> float_values(const Tensor& t) {
+  if (t.dtype() != DType::kBFloat16) return t.to_vector();
+  const std::vector<bfloat16> h = t.values_as<bfloat16>();
+  std::vector<float> v(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) v[i] = std::bit_cast<float>(static_cast<std::uint32_t>(h[i].bits) << 16);
+  return v;
+}
+
 // The first value of t that is not finite, as text; empty when all are.
 std::string first_nonfinite_value(const Tensor& t) {
-  const std::vector<float> v = t.to_vector();
+  const std::vector<float> v = float_values(t);
   const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
   return bad == v.end() ? std::string() : fmt::format("{}", *bad);
 }

@@ -174,8 +174,9 @@ TEST(Bf16Test, ArraysRoundAsFloatToBf16AndWidenExactly) {
 // BatchNorm's passes on a bf16 input (a convolution's bf16 output) are the fp32 passes on its widened values, bit
 // for bit, and a bf16 dx is the fp32 dx rounded: with and without the fused ReLU's mask, batch and frozen statistics.
 TEST(Bf16Test, BatchNormOnBf16InputIsTheFp32PassOnItsValues) {
-  const int n = 3, c = 5;
-  const std::size_t plane = 7 * 9;  // odd: the conversions' tails
+  // 270 planes of 63 values: odd tails, and more than one block of the bf16 passes' widening (16384 values).
+  const int n = 3, c = 90;
+  const std::size_t plane = 7 * 9;
   const std::size_t count = static_cast<std::size_t>(n) * c * plane;
   std::vector<std::uint16_t> x16(count);
   const auto raw = random_vector(count, 11);
