@@ -70,11 +70,33 @@ ReduceBuffers reduce_buffers(void** buffers, const ReduceArgs& a) {
   return ReduceBuffers{buffers, has_acc ? runtime::vector_ptr(buffers[a.nsrc]) : nullptr, buffers + a.nsrc + has_acc};
 }
 
-// The CPU bodies serve an fp32 x and a bf16 one (core/dtype.hpp's kBFloat16: a convolution's output stored in
-// bf16), told apart by the element size of x's buffer; the bf16 tasks come under codelets of their own names
-// ("..._bf16act"), so that their performance models stay apart.
+// The CPU bodies serve fp32 and bf16 batch tensors (core/dtype.hpp's kBFloat16, where the container stores them in
+// bf16): x and dx of one type, y, dy and the fused ReLU's output of one type, told apart by the buffers' element
+// sizes; the tasks with bf16 come under codelets of their own names (with_bf16 below), so that their performance
+// models stay apart.
 bool bf16_x(void* x_buffer) { return runtime::vector_elemsize(x_buffer) == sizeof(std::uint16_t); }
 const std::uint16_t* bf16_ptr(void* buffer) { return runtime::vector_ptr_as<const std::uint16_t>(buffer); }
+
+template <class X, class Y>
+struct Types {
+  using XT = X;
+  using YT = Y;
+};
+
+// Calls f(Types<X, Y>{}) with the element types of the x-side and y-side buffers (float, or std::uint16_t for bf16).
+template <class F>
+void with_types(void* x_buffer, void* y_buffer, F&& f) {
+  const bool x16 = bf16_x(x_buffer), y16 = bf16_x(y_buffer);
+  if (x16 && y16) return f(Types<std::uint16_t, std::uint16_t>{});
+  if (x16) return f(Types<std::uint16_t, float>{});
+  if (y16) return f(Types<float, std::uint16_t>{});
+  f(Types<float, float>{});
+}
+
+template <class T>
+T* ptr(void* buffer) {
+  return runtime::vector_ptr_as<T>(buffer);
+}
 
 void sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
@@ -157,13 +179,12 @@ void fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[1]);
   const FwdBuffers<F, E> opt(buffers, 3);
-  if (bf16_x(buffers[0])) {
-    k::batch_norm_fwd_fused(a.n, a.c, a.plane, bf16_ptr(buffers[0]), stats, stats + a.c, opt.gamma, opt.beta,
-                            opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]));
-  } else {
-    k::batch_norm_fwd_fused(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), stats, stats + a.c, opt.gamma,
-                            opt.beta, opt.residual, has_relu(E), runtime::vector_ptr(buffers[2]));
-  }
+  with_types(buffers[0], buffers[2], [&](auto t) {
+    using X = typename decltype(t)::XT;
+    using Y = typename decltype(t)::YT;
+    k::batch_norm_fwd_fused(a.n, a.c, a.plane, ptr<const X>(buffers[0]), stats, stats + a.c, opt.gamma, opt.beta,
+                            opt.residual, has_relu(E), ptr<Y>(buffers[2]));
+  });
 }
 
 // Buffers: x, running_mean, running_var, y, then gamma and beta when affine, then the residual with an Add epilogue.
@@ -171,15 +192,13 @@ template <Affine F, Epilogue E>
 void infer_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const FwdBuffers<F, E> opt(buffers, 4);
-  if (bf16_x(buffers[0])) {
-    k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
+  with_types(buffers[0], buffers[3], [&](auto t) {
+    using X = typename decltype(t)::XT;
+    using Y = typename decltype(t)::YT;
+    k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, ptr<const X>(buffers[0]), runtime::vector_ptr(buffers[1]),
                                   runtime::vector_ptr(buffers[2]), opt.gamma, opt.beta, opt.residual, has_relu(E),
-                                  runtime::vector_ptr(buffers[3]));
-  } else {
-    k::batch_norm_infer_fwd_fused(a.n, a.c, a.plane, a.eps, runtime::vector_ptr(buffers[0]),
-                                  runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]), opt.gamma,
-                                  opt.beta, opt.residual, has_relu(E), runtime::vector_ptr(buffers[3]));
-  }
+                                  ptr<Y>(buffers[3]));
+  });
 }
 
 void frozen_stats_cpu(void** buffers, void* cl_arg) {
@@ -194,15 +213,13 @@ template <Mask M>
 void bwd_sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
-  const float* relu_y = M == Mask::kRelu ? runtime::vector_ptr(buffers[4]) : nullptr;
-  if (bf16_x(buffers[0])) {
-    k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, bf16_ptr(buffers[0]), relu_y, runtime::vector_ptr(buffers[1]),
-                                  stats, stats + a.c, runtime::vector_ptr(buffers[3]));
-  } else {
-    k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), relu_y,
-                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c,
-                                  runtime::vector_ptr(buffers[3]));
-  }
+  with_types(buffers[0], buffers[1], [&](auto t) {
+    using X = typename decltype(t)::XT;
+    using Y = typename decltype(t)::YT;
+    const Y* relu_y = M == Mask::kRelu ? ptr<const Y>(buffers[4]) : nullptr;
+    k::batch_norm_bwd_sums_masked(a.n, a.c, a.plane, ptr<const X>(buffers[0]), relu_y, ptr<const Y>(buffers[1]), stats,
+                                  stats + a.c, runtime::vector_ptr(buffers[3]));
+  });
 }
 
 // Buffers: x, dy, stats, dx, then grad_stats with batch statistics, gamma when affine and the fused ReLU's output
@@ -214,11 +231,11 @@ struct BwdDataBuffers {
   static constexpr int kReluY = kGamma + (F == Affine::kWith ? 1 : 0);
   const float* grad_stats;
   const float* gamma;
-  const float* relu_y;
+  void* relu_y;  // float or bf16, as dy
   explicit BwdDataBuffers(void** buffers)
       : grad_stats(S == Stats::kBatch ? runtime::vector_ptr(buffers[kGradStats]) : nullptr),
         gamma(F == Affine::kWith ? runtime::vector_ptr(buffers[kGamma]) : nullptr),
-        relu_y(M == Mask::kRelu ? runtime::vector_ptr(buffers[kReluY]) : nullptr) {}
+        relu_y(M == Mask::kRelu ? runtime::vector_ptr_as<void>(buffers[kReluY]) : nullptr) {}
 };
 
 template <Stats S, Affine F, Mask M>
@@ -227,15 +244,13 @@ void bwd_data_cpu(void** buffers, void* cl_arg) {
   const float* stats = runtime::vector_ptr(buffers[2]);
   const BwdDataBuffers<S, F, M> opt(buffers);
   const float* mean_dy_xhat = opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr;
-  if (bf16_x(buffers[0])) {  // dx in bf16 as well
-    k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, bf16_ptr(buffers[0]), opt.relu_y, runtime::vector_ptr(buffers[1]),
-                                  stats, stats + a.c, opt.gamma, opt.grad_stats, mean_dy_xhat,
-                                  runtime::vector_ptr_as<std::uint16_t>(buffers[3]));
-  } else {
-    k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), opt.relu_y,
-                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
-                                  mean_dy_xhat, runtime::vector_ptr(buffers[3]));
-  }
+  with_types(buffers[0], buffers[1], [&](auto t) {  // x and dx, dy and relu_y
+    using X = typename decltype(t)::XT;
+    using Y = typename decltype(t)::YT;
+    k::batch_norm_bwd_data_masked(a.n, a.c, a.plane, ptr<const X>(buffers[0]), static_cast<const Y*>(opt.relu_y),
+                                  ptr<const Y>(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
+                                  mean_dy_xhat, ptr<X>(buffers[3]));
+  });
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -476,36 +491,6 @@ runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_relu(
     DTNN_CUDA_FUNC((runtime::guarded<bwd_data_cuda<Stats::kFrozen, Affine::kWithout, Mask::kRelu>>)),
     {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_R});
 
-// x (and dx) in bf16: the same CPU bodies under names of their own, CPU only (core/dtype.hpp's kBFloat16).
-runtime::Codelet cl_batch_norm_sums_bf16act("batch_norm_sums_bf16act", cl_batch_norm_sums);
-runtime::Codelet cl_batch_norm_sqdev_sums_bf16act("batch_norm_sqdev_sums_bf16act", cl_batch_norm_sqdev_sums);
-runtime::Codelet cl_batch_norm_fwd_bf16act("batch_norm_fwd_bf16act", cl_batch_norm_fwd);
-runtime::Codelet cl_batch_norm_infer_fwd_bf16act("batch_norm_infer_fwd_bf16act", cl_batch_norm_infer_fwd);
-runtime::Codelet cl_batch_norm_fwd_relu_bf16act("batch_norm_fwd_relu_bf16act", cl_batch_norm_fwd_relu);
-runtime::Codelet cl_batch_norm_infer_fwd_relu_bf16act("batch_norm_infer_fwd_relu_bf16act", cl_batch_norm_infer_fwd_relu);
-runtime::Codelet cl_batch_norm_fwd_add_bf16act("batch_norm_fwd_add_bf16act", cl_batch_norm_fwd_add);
-runtime::Codelet cl_batch_norm_infer_fwd_add_bf16act("batch_norm_infer_fwd_add_bf16act", cl_batch_norm_infer_fwd_add);
-runtime::Codelet cl_batch_norm_fwd_add_relu_bf16act("batch_norm_fwd_add_relu_bf16act", cl_batch_norm_fwd_add_relu);
-runtime::Codelet cl_batch_norm_infer_fwd_add_relu_bf16act("batch_norm_infer_fwd_add_relu_bf16act", cl_batch_norm_infer_fwd_add_relu);
-runtime::Codelet cl_batch_norm_fwd_noaffine_bf16act("batch_norm_fwd_noaffine_bf16act", cl_batch_norm_fwd_noaffine);
-runtime::Codelet cl_batch_norm_infer_fwd_noaffine_bf16act("batch_norm_infer_fwd_noaffine_bf16act", cl_batch_norm_infer_fwd_noaffine);
-runtime::Codelet cl_batch_norm_fwd_noaffine_relu_bf16act("batch_norm_fwd_noaffine_relu_bf16act", cl_batch_norm_fwd_noaffine_relu);
-runtime::Codelet cl_batch_norm_infer_fwd_noaffine_relu_bf16act("batch_norm_infer_fwd_noaffine_relu_bf16act", cl_batch_norm_infer_fwd_noaffine_relu);
-runtime::Codelet cl_batch_norm_fwd_noaffine_add_bf16act("batch_norm_fwd_noaffine_add_bf16act", cl_batch_norm_fwd_noaffine_add);
-runtime::Codelet cl_batch_norm_infer_fwd_noaffine_add_bf16act("batch_norm_infer_fwd_noaffine_add_bf16act", cl_batch_norm_infer_fwd_noaffine_add);
-runtime::Codelet cl_batch_norm_fwd_noaffine_add_relu_bf16act("batch_norm_fwd_noaffine_add_relu_bf16act", cl_batch_norm_fwd_noaffine_add_relu);
-runtime::Codelet cl_batch_norm_infer_fwd_noaffine_add_relu_bf16act("batch_norm_infer_fwd_noaffine_add_relu_bf16act", cl_batch_norm_infer_fwd_noaffine_add_relu);
-runtime::Codelet cl_batch_norm_bwd_sums_bf16act("batch_norm_bwd_sums_bf16act", cl_batch_norm_bwd_sums);
-runtime::Codelet cl_batch_norm_bwd_sums_relu_bf16act("batch_norm_bwd_sums_relu_bf16act", cl_batch_norm_bwd_sums_relu);
-runtime::Codelet cl_batch_norm_bwd_data_bf16act("batch_norm_bwd_data_bf16act", cl_batch_norm_bwd_data);
-runtime::Codelet cl_batch_norm_bwd_data_relu_bf16act("batch_norm_bwd_data_relu_bf16act", cl_batch_norm_bwd_data_relu);
-runtime::Codelet cl_batch_norm_bwd_data_noaffine_bf16act("batch_norm_bwd_data_noaffine_bf16act", cl_batch_norm_bwd_data_noaffine);
-runtime::Codelet cl_batch_norm_bwd_data_noaffine_relu_bf16act("batch_norm_bwd_data_noaffine_relu_bf16act", cl_batch_norm_bwd_data_noaffine_relu);
-runtime::Codelet cl_batch_norm_bwd_data_frozen_bf16act("batch_norm_bwd_data_frozen_bf16act", cl_batch_norm_bwd_data_frozen);
-runtime::Codelet cl_batch_norm_bwd_data_frozen_relu_bf16act("batch_norm_bwd_data_frozen_relu_bf16act", cl_batch_norm_bwd_data_frozen_relu);
-runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_bf16act("batch_norm_bwd_data_frozen_noaffine_bf16act", cl_batch_norm_bwd_data_frozen_noaffine);
-runtime::Codelet cl_batch_norm_bwd_data_frozen_noaffine_relu_bf16act("batch_norm_bwd_data_frozen_noaffine_relu_bf16act", cl_batch_norm_bwd_data_frozen_noaffine_relu);
-
 // [affine][epilogue]
 runtime::Codelet* const kFwdCodelets[2][4] = {
     {&cl_batch_norm_fwd_noaffine, &cl_batch_norm_fwd_noaffine_relu, &cl_batch_norm_fwd_noaffine_add,
@@ -522,28 +507,24 @@ runtime::Codelet* const kBwdDataCodelets[2][2][2] = {
      {&cl_batch_norm_bwd_data_frozen, &cl_batch_norm_bwd_data_frozen_relu}},
     {{&cl_batch_norm_bwd_data_noaffine, &cl_batch_norm_bwd_data_noaffine_relu},
      {&cl_batch_norm_bwd_data, &cl_batch_norm_bwd_data_relu}}};
-runtime::Codelet* const kFwdCodeletsBf16[2][4] = {
-    {&cl_batch_norm_fwd_noaffine_bf16act, &cl_batch_norm_fwd_noaffine_relu_bf16act,
-     &cl_batch_norm_fwd_noaffine_add_bf16act, &cl_batch_norm_fwd_noaffine_add_relu_bf16act},
-    {&cl_batch_norm_fwd_bf16act, &cl_batch_norm_fwd_relu_bf16act, &cl_batch_norm_fwd_add_bf16act,
-     &cl_batch_norm_fwd_add_relu_bf16act}};
-runtime::Codelet* const kInferFwdCodeletsBf16[2][4] = {
-    {&cl_batch_norm_infer_fwd_noaffine_bf16act, &cl_batch_norm_infer_fwd_noaffine_relu_bf16act,
-     &cl_batch_norm_infer_fwd_noaffine_add_bf16act, &cl_batch_norm_infer_fwd_noaffine_add_relu_bf16act},
-    {&cl_batch_norm_infer_fwd_bf16act, &cl_batch_norm_infer_fwd_relu_bf16act, &cl_batch_norm_infer_fwd_add_bf16act,
-     &cl_batch_norm_infer_fwd_add_relu_bf16act}};
-runtime::Codelet* const kBwdDataCodeletsBf16[2][2][2] = {
-    {{&cl_batch_norm_bwd_data_frozen_noaffine_bf16act, &cl_batch_norm_bwd_data_frozen_noaffine_relu_bf16act},
-     {&cl_batch_norm_bwd_data_frozen_bf16act, &cl_batch_norm_bwd_data_frozen_relu_bf16act}},
-    {{&cl_batch_norm_bwd_data_noaffine_bf16act, &cl_batch_norm_bwd_data_noaffine_relu_bf16act},
-     {&cl_batch_norm_bwd_data_bf16act, &cl_batch_norm_bwd_data_relu_bf16act}}};
+// Whether a batch tensor of a pass is bf16 (Layer::reads_bf16, writes_bf16: x and dx on the input side; y, dy and
+// the fused ReLU's output on the output side), fp32 otherwise.
+bool bf16_tensor(const TaskTag& tag, const Tensor& t, const char* what) {
+  if (t.dtype() == DType::kBFloat16) return true;
+  check_dtype(tag, t, DType::kFloat32, what);
+  return false;
+}
 
-// x in fp32 or bf16 (then its own codelet); every other batch tensor of the pass in fp32, dx in x's type.
-bool check_input_dtype(const TaskTag& tag, const Tensor& x) {
-  if (x.dtype() != DType::kFloat32 && x.dtype() != DType::kBFloat16) {
-    check_dtype(tag, x, DType::kFloat32, "input");
-  }
-  return x.dtype() == DType::kBFloat16;
+// The codelet of a pass with bf16 tensors: the fp32 one's twin named with "_bf16in" (x, dx), "_bf16out" (y, dy) or
+// "_bf16inout" (both), CPU only, with a performance model of its own.
+runtime::Codelet& with_bf16(runtime::Codelet& cl, bool in, bool out) {
+  if (!in && !out) return cl;
+  return runtime::twin(cl, in && out ? "_bf16inout" : in ? "_bf16in" : "_bf16out");
+}
+
+// The output side of a pass in one type: dy and the fused ReLU's output (y) alike.
+void check_same_dtype(const TaskTag& tag, const char* what, const Tensor& t, const Tensor& like) {
+  if (t.dtype() != like.dtype()) check_dtype(tag, t, like.dtype(), what);
 }
 
 int epilogue_index(const BatchNormEpilogue& e) {
@@ -652,7 +633,7 @@ void submit_batch_norm_sums(const TaskTag& tag, int channels, const Tensor& x, T
   check_same_tiling(tag, x, partials);
   const TileArgs a = tile_args(channels, x, tile);
   std::string name;
-  runtime::submit_task(check_input_dtype(tag, x) ? cl_batch_norm_sums_bf16act : cl_batch_norm_sums, task_info(tag, "fwd_sum", tile, tile_values(a), name),
+  runtime::submit_task(with_bf16(cl_batch_norm_sums, bf16_tensor(tag, x, "input"), false), task_info(tag, "fwd_sum", tile, tile_values(a), name),
                        {rd(x.tile(tile)), wr(partials.tile(tile))}, a);
 }
 
@@ -670,7 +651,7 @@ void submit_batch_norm_sqdev_sums(const TaskTag& tag, int channels, const Tensor
   check_per_channel(tag, "statistics", stats, 2 * static_cast<std::int64_t>(channels));
   const TileArgs a = tile_args(channels, x, tile);
   std::string name;
-  runtime::submit_task(check_input_dtype(tag, x) ? cl_batch_norm_sqdev_sums_bf16act : cl_batch_norm_sqdev_sums,
+  runtime::submit_task(with_bf16(cl_batch_norm_sqdev_sums, bf16_tensor(tag, x, "input"), false),
                        task_info(tag, "fwd_sqdev", tile, 3.0 * tile_values(a), name),
                        {rd(x.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))}, a);
 }
@@ -702,9 +683,8 @@ void submit_batch_norm_fwd(const TaskTag& tag, int channels, const Tensor& x, co
   }
   add_residual(tag, x, epilogue, tile, data);
   std::string name;
-  check_dtype(tag, y, DType::kFloat32, "output");
-  const auto& table = check_input_dtype(tag, x) ? kFwdCodeletsBf16 : kFwdCodelets;
-  runtime::submit_task(*table[affine ? 1 : 0][epilogue_index(epilogue)],
+  runtime::submit_task(with_bf16(*kFwdCodelets[affine ? 1 : 0][epilogue_index(epilogue)], bf16_tensor(tag, x, "input"),
+                                 bf16_tensor(tag, y, "output")),
                        task_info(tag, "fwd", tile, epilogue_flops(3.0, epilogue) * tile_values(a), name), data, a);
 }
 
@@ -724,9 +704,8 @@ void submit_batch_norm_infer_fwd(const TaskTag& tag, int channels, double eps, c
   }
   add_residual(tag, x, epilogue, tile, data);
   std::string name;
-  check_dtype(tag, y, DType::kFloat32, "output");
-  const auto& table = check_input_dtype(tag, x) ? kInferFwdCodeletsBf16 : kInferFwdCodelets;
-  runtime::submit_task(*table[affine ? 1 : 0][epilogue_index(epilogue)],
+  runtime::submit_task(with_bf16(*kInferFwdCodelets[affine ? 1 : 0][epilogue_index(epilogue)],
+                                 bf16_tensor(tag, x, "input"), bf16_tensor(tag, y, "output")),
                        task_info(tag, "fwd", tile, epilogue_flops(2.0, epilogue) * tile_values(a), name), data, a);
 }
 
@@ -751,14 +730,12 @@ void submit_batch_norm_bwd_sums(const TaskTag& tag, int channels, const Tensor& 
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), rd(stats.handle()), wr(partials.tile(tile))};
   if (relu_y != nullptr) {
     check_same_shape(tag, "ReLU output", x, *relu_y);
-    check_dtype(tag, *relu_y, DType::kFloat32, "ReLU output");
+    check_same_dtype(tag, "ReLU output", *relu_y, dy);
     data.push_back(rd(relu_y->tile(tile)));
   }
   std::string name;
-  check_dtype(tag, dy, DType::kFloat32, "output gradient");
-  const bool bf16 = check_input_dtype(tag, x);
-  runtime::submit_task(relu_y != nullptr ? (bf16 ? cl_batch_norm_bwd_sums_relu_bf16act : cl_batch_norm_bwd_sums_relu)
-                                         : (bf16 ? cl_batch_norm_bwd_sums_bf16act : cl_batch_norm_bwd_sums),
+  runtime::submit_task(with_bf16(relu_y != nullptr ? cl_batch_norm_bwd_sums_relu : cl_batch_norm_bwd_sums,
+                                 bf16_tensor(tag, x, "input"), bf16_tensor(tag, dy, "output gradient")),
                        task_info(tag, "bwd_sum", tile, (relu_y != nullptr ? 5.0 : 4.0) * tile_values(a), name), data,
                        a);
 }
@@ -791,15 +768,14 @@ void submit_batch_norm_bwd_data(const TaskTag& tag, int channels, const Tensor& 
   if (gamma != nullptr) data.push_back(rd(gamma->handle()));
   if (relu_y != nullptr) {
     check_same_shape(tag, "ReLU output", x, *relu_y);
-    check_dtype(tag, *relu_y, DType::kFloat32, "ReLU output");
+    check_same_dtype(tag, "ReLU output", *relu_y, dy);
     data.push_back(rd(relu_y->tile(tile)));
   }
   std::string name;
-  check_dtype(tag, dy, DType::kFloat32, "output gradient");
-  check_dtype(tag, dx, x.dtype(), "input gradient");
-  const auto& table = check_input_dtype(tag, x) ? kBwdDataCodeletsBf16 : kBwdDataCodelets;
+  check_same_dtype(tag, "input gradient", dx, x);
   runtime::submit_task(
-      *table[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0][relu_y != nullptr ? 1 : 0],
+      with_bf16(*kBwdDataCodelets[grad_stats != nullptr ? 1 : 0][gamma != nullptr ? 1 : 0][relu_y != nullptr ? 1 : 0],
+                bf16_tensor(tag, x, "input"), bf16_tensor(tag, dy, "output gradient")),
       task_info(tag, "bwd_data", tile, (relu_y != nullptr ? 6.0 : 5.0) * tile_values(a), name), data, a);
 }
 

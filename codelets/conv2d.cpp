@@ -34,22 +34,25 @@ struct ConvArgs {
 // bias buffer comes last, so the other buffers keep their indices in both.
 enum class Bias { kWithout, kWith };
 
-// A bf16 activation (core/dtype.hpp's kBFloat16: the output of a convolution that a BatchNorm reads, and its
-// gradient) for the kernels that take fp32, told apart by the buffer's element size: an input widened (exactly) into
-// the worker's staging buffer 0; an output computed in buffer 1 and rounded as stored (store_output). oneDNN reads
-// and writes bf16 itself. Tasks with a bf16 activation come under codelets of their own names ("..._bf16act").
+// bf16 batch tensors (core/dtype.hpp's kBFloat16: x and dx, y and dy, where the container stores them in bf16) for
+// the kernels that take fp32, told apart by the buffers' element sizes: an input widened (exactly) into one of the
+// worker's staging buffers (x: 2, y or dy: 0); an output computed in buffer 1 and rounded as stored (store_output).
+// oneDNN reads and writes bf16 itself. Such tasks come under codelets of their own names (with_bf16 below).
+constexpr int kStageY = 0, kStageOut = 1, kStageX = 2;
+
 bool bf16_buffer(void* buffer) { return runtime::vector_elemsize(buffer) == sizeof(std::uint16_t); }
 
-const float* fp32_input(void* buffer) {
+const float* fp32_input(void* buffer, int slot) {
   if (!bf16_buffer(buffer)) return runtime::vector_ptr(buffer);
   const std::size_t count = runtime::vector_size(buffer);
-  float* staged = kernels::cpu::bf16_staging(0, count);
+  float* staged = kernels::cpu::bf16_staging(slot, count);
   kernels::cpu::bf16_to_floats(runtime::vector_ptr_as<const std::uint16_t>(buffer), count, staged);
   return staged;
 }
 
 float* fp32_output(void* buffer) {
-  return bf16_buffer(buffer) ? kernels::cpu::bf16_staging(1, runtime::vector_size(buffer)) : runtime::vector_ptr(buffer);
+  return bf16_buffer(buffer) ? kernels::cpu::bf16_staging(kStageOut, runtime::vector_size(buffer))
+                             : runtime::vector_ptr(buffer);
 }
 
 void store_output(void* buffer, const float* computed) {
@@ -62,7 +65,7 @@ void store_output(void* buffer, const float* computed) {
 template <ConvAlgorithm A, Bias B>
 void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* x = fp32_input(buffers[0], kStageX);
   const float* w = runtime::vector_ptr(buffers[1]);
   float* y = fp32_output(buffers[2]);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
@@ -84,9 +87,9 @@ void conv2d_fwd_cpu(void** buffers, void* cl_arg) {
 template <ConvAlgorithm A>
 void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* dy = fp32_input(buffers[0]);
+  const float* dy = fp32_input(buffers[0], kStageY);
   const float* w = runtime::vector_ptr(buffers[1]);
-  float* dx = runtime::vector_ptr(buffers[2]);
+  float* dx = fp32_output(buffers[2]);
   if constexpr (A == ConvAlgorithm::kConvgemm) {
     kernels::cpu::conv2d_bwd_data_convgemm(a.shape, dy, w, dx);
   } else if constexpr (A == ConvAlgorithm::kWinograd) {
@@ -94,13 +97,14 @@ void conv2d_bwd_data_cpu(void** buffers, void* cl_arg) {
   } else {
     kernels::cpu::conv2d_bwd_data_im2col(a.shape, dy, w, dx);
   }
+  store_output(buffers[2], dx);
 }
 
 // Buffers: x, w, y, then b with the bias.
 template <kernels::cpu::Bf16Math M, Bias B>
 void conv2d_fwd_bf16_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* x = runtime::vector_ptr(buffers[0]);
+  const float* x = fp32_input(buffers[0], kStageX);
   const float* w = runtime::vector_ptr(buffers[1]);
   float* y = fp32_output(buffers[2]);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
@@ -112,18 +116,19 @@ void conv2d_fwd_bf16_cpu(void** buffers, void* cl_arg) {
 template <kernels::cpu::Bf16Math M>
 void conv2d_bwd_data_bf16_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* dy = fp32_input(buffers[0]);
+  const float* dy = fp32_input(buffers[0], kStageY);
   const float* w = runtime::vector_ptr(buffers[1]);
-  float* dx = runtime::vector_ptr(buffers[2]);
+  float* dx = fp32_output(buffers[2]);
   kernels::cpu::conv2d_bwd_data_convgemm_bf16(a.shape, dy, w, dx, M);
+  store_output(buffers[2], dx);
 }
 
 // Buffers: x, dy, dw, then db with the bias.
 template <kernels::cpu::Bf16Math M, Bias B>
 void conv2d_bwd_weights_bf16_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* x = runtime::vector_ptr(buffers[0]);
-  const float* dy = fp32_input(buffers[1]);
+  const float* x = fp32_input(buffers[0], kStageX);
+  const float* dy = fp32_input(buffers[1], kStageY);
   float* dw = runtime::vector_ptr(buffers[2]);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_bwd_weights_convgemm_bf16(a.shape, x, dy, dw, db, M);
@@ -133,8 +138,8 @@ void conv2d_bwd_weights_bf16_cpu(void** buffers, void* cl_arg) {
 template <ConvAlgorithm A, Bias B>
 void conv2d_bwd_weights_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
-  const float* x = runtime::vector_ptr(buffers[0]);
-  const float* dy = fp32_input(buffers[1]);
+  const float* x = fp32_input(buffers[0], kStageX);
+  const float* dy = fp32_input(buffers[1], kStageY);
   float* dw = runtime::vector_ptr(buffers[2]);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   if constexpr (A == ConvAlgorithm::kConvgemm) {
@@ -149,24 +154,26 @@ template <Bias B>
 void conv2d_fwd_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
-  kernels::cpu::conv2d_fwd_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]), b,
-                                       a.relu, runtime::vector_ptr_as<void>(buffers[2]), bf16_buffer(buffers[2]));
+  kernels::cpu::conv2d_fwd_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
+                                       runtime::vector_ptr(buffers[1]), b, a.relu, runtime::vector_ptr_as<void>(buffers[2]),
+                                       bf16_buffer(buffers[0]), bf16_buffer(buffers[2]));
 }
 
 void conv2d_bwd_data_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   kernels::cpu::conv2d_bwd_data_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
-                                            runtime::vector_ptr(buffers[1]), runtime::vector_ptr(buffers[2]),
-                                            bf16_buffer(buffers[0]));
+                                            runtime::vector_ptr(buffers[1]), runtime::vector_ptr_as<void>(buffers[2]),
+                                            bf16_buffer(buffers[2]), bf16_buffer(buffers[0]));
 }
 
 template <Bias B>
 void conv2d_bwd_weights_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
-  kernels::cpu::conv2d_bwd_weights_onednn_bf16(a.shape, runtime::vector_ptr(buffers[0]),
+  kernels::cpu::conv2d_bwd_weights_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
                                                runtime::vector_ptr_as<const void>(buffers[1]),
-                                               runtime::vector_ptr(buffers[2]), db, bf16_buffer(buffers[1]));
+                                               runtime::vector_ptr(buffers[2]), db, bf16_buffer(buffers[0]),
+                                               bf16_buffer(buffers[1]));
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -396,50 +403,17 @@ runtime::Codelet cl_bwd_weights_onednn_nobias("conv2d_bwd_weights_onednn_bf16_no
                                               runtime::guarded<conv2d_bwd_weights_onednn_cpu<Bias::kWithout>>,
                                               {STARPU_R, STARPU_R, STARPU_W});
 
-// A bf16 activation (the output y of the forward pass, the dy of the backward ones, core/dtype.hpp's kBFloat16) in
-// each pass a layer of a bf16 precision runs: the same CPU bodies under names of their own, CPU only.
-runtime::Codelet cl_fwd_winograd_bf16act("conv2d_fwd_winograd_bf16act", cl_fwd_winograd);
-runtime::Codelet cl_fwd_winograd_nobias_bf16act("conv2d_fwd_winograd_nobias_bf16act", cl_fwd_winograd_nobias);
-runtime::Codelet cl_bwd_data_winograd_bf16act("conv2d_bwd_data_winograd_bf16act", cl_bwd_data_winograd);
-runtime::Codelet cl_fwd_bf16_bf16act("conv2d_fwd_convgemm_bf16_bf16act", cl_fwd_bf16);
-runtime::Codelet cl_fwd_bf16_nobias_bf16act("conv2d_fwd_convgemm_bf16_nobias_bf16act", cl_fwd_bf16_nobias);
-runtime::Codelet cl_bwd_data_bf16_bf16act("conv2d_bwd_data_convgemm_bf16_bf16act", cl_bwd_data_bf16);
-runtime::Codelet cl_bwd_weights_bf16_bf16act("conv2d_bwd_weights_convgemm_bf16_bf16act", cl_bwd_weights_bf16);
-runtime::Codelet cl_bwd_weights_bf16_nobias_bf16act("conv2d_bwd_weights_convgemm_bf16_nobias_bf16act", cl_bwd_weights_bf16_nobias);
-runtime::Codelet cl_fwd_bf16emu_bf16act("conv2d_fwd_convgemm_bf16emu_bf16act", cl_fwd_bf16emu);
-runtime::Codelet cl_fwd_bf16emu_nobias_bf16act("conv2d_fwd_convgemm_bf16emu_nobias_bf16act", cl_fwd_bf16emu_nobias);
-runtime::Codelet cl_bwd_data_bf16emu_bf16act("conv2d_bwd_data_convgemm_bf16emu_bf16act", cl_bwd_data_bf16emu);
-runtime::Codelet cl_bwd_weights_bf16emu_bf16act("conv2d_bwd_weights_convgemm_bf16emu_bf16act", cl_bwd_weights_bf16emu);
-runtime::Codelet cl_bwd_weights_bf16emu_nobias_bf16act("conv2d_bwd_weights_convgemm_bf16emu_nobias_bf16act", cl_bwd_weights_bf16emu_nobias);
-runtime::Codelet cl_fwd_bf16amx_bf16act("conv2d_fwd_convgemm_bf16amx_bf16act", cl_fwd_bf16amx);
-runtime::Codelet cl_fwd_bf16amx_nobias_bf16act("conv2d_fwd_convgemm_bf16amx_nobias_bf16act", cl_fwd_bf16amx_nobias);
-runtime::Codelet cl_bwd_data_bf16amx_bf16act("conv2d_bwd_data_convgemm_bf16amx_bf16act", cl_bwd_data_bf16amx);
-runtime::Codelet cl_bwd_weights_bf16amx_bf16act("conv2d_bwd_weights_convgemm_bf16amx_bf16act", cl_bwd_weights_bf16amx);
-runtime::Codelet cl_bwd_weights_bf16amx_nobias_bf16act("conv2d_bwd_weights_convgemm_bf16amx_nobias_bf16act", cl_bwd_weights_bf16amx_nobias);
-runtime::Codelet cl_fwd_onednn_bf16act("conv2d_fwd_onednn_bf16_bf16act", cl_fwd_onednn);
-runtime::Codelet cl_fwd_onednn_nobias_bf16act("conv2d_fwd_onednn_bf16_nobias_bf16act", cl_fwd_onednn_nobias);
-runtime::Codelet cl_bwd_data_onednn_bf16act("conv2d_bwd_data_onednn_bf16_bf16act", cl_bwd_data_onednn);
-runtime::Codelet cl_bwd_weights_onednn_bf16act("conv2d_bwd_weights_onednn_bf16_bf16act", cl_bwd_weights_onednn);
-runtime::Codelet cl_bwd_weights_onednn_nobias_bf16act("conv2d_bwd_weights_onednn_bf16_nobias_bf16act", cl_bwd_weights_onednn_nobias);
-
-// The codelets of a bf16 precision (not fp32); act: those of a bf16 activation.
-Bf16Codelets bf16_codelets(Precision p, bool act) {
+// The codelets of a bf16 precision (not fp32).
+Bf16Codelets bf16_codelets(Precision p) {
   if (p == Precision::kBf16) {
-    return act ? Bf16Codelets{&cl_fwd_bf16_bf16act, &cl_fwd_bf16_nobias_bf16act, &cl_bwd_data_bf16_bf16act,
-                              &cl_bwd_weights_bf16_bf16act, &cl_bwd_weights_bf16_nobias_bf16act}
-               : Bf16Codelets{&cl_fwd_bf16, &cl_fwd_bf16_nobias, &cl_bwd_data_bf16, &cl_bwd_weights_bf16,
-                              &cl_bwd_weights_bf16_nobias};
+    return {&cl_fwd_bf16, &cl_fwd_bf16_nobias, &cl_bwd_data_bf16, &cl_bwd_weights_bf16, &cl_bwd_weights_bf16_nobias};
   }
   if (p == Precision::kBf16Amx) {
-    return act ? Bf16Codelets{&cl_fwd_bf16amx_bf16act, &cl_fwd_bf16amx_nobias_bf16act, &cl_bwd_data_bf16amx_bf16act,
-                              &cl_bwd_weights_bf16amx_bf16act, &cl_bwd_weights_bf16amx_nobias_bf16act}
-               : Bf16Codelets{&cl_fwd_bf16amx, &cl_fwd_bf16amx_nobias, &cl_bwd_data_bf16amx, &cl_bwd_weights_bf16amx,
-                              &cl_bwd_weights_bf16amx_nobias};
+    return {&cl_fwd_bf16amx, &cl_fwd_bf16amx_nobias, &cl_bwd_data_bf16amx, &cl_bwd_weights_bf16amx,
+            &cl_bwd_weights_bf16amx_nobias};
   }
-  return act ? Bf16Codelets{&cl_fwd_bf16emu_bf16act, &cl_fwd_bf16emu_nobias_bf16act, &cl_bwd_data_bf16emu_bf16act,
-                            &cl_bwd_weights_bf16emu_bf16act, &cl_bwd_weights_bf16emu_nobias_bf16act}
-             : Bf16Codelets{&cl_fwd_bf16emu, &cl_fwd_bf16emu_nobias, &cl_bwd_data_bf16emu, &cl_bwd_weights_bf16emu,
-                            &cl_bwd_weights_bf16emu_nobias};
+  return {&cl_fwd_bf16emu, &cl_fwd_bf16emu_nobias, &cl_bwd_data_bf16emu, &cl_bwd_weights_bf16emu,
+          &cl_bwd_weights_bf16emu_nobias};
 }
 
 // Winograd has no backward-weights of its own (its layers' weight gradients are convgemm's).
@@ -474,14 +448,11 @@ void check_onednn(const TaskTag& tag, ConvAlgorithm a, Precision p) {
   }
 }
 
-// The convolution's activation tensor (y of the forward pass, dy of the backward ones) in bf16 or fp32, every other
-// one in fp32; bf16 only where the layer computes in a bf16 precision (Layer::writes_bf16), whose codelets have
-// twins for it. Returns whether it is bf16.
-bool bf16_activation(const TaskTag& tag, const Tensor& act, const char* what, const Tensor& other,
-                     const char* other_what, Precision p) {
-  check_dtype(tag, other, DType::kFloat32, other_what);
-  if (act.dtype() != DType::kBFloat16) {
-    check_dtype(tag, act, DType::kFloat32, what);
+// Whether a pass's batch tensor is bf16 (core/dtype.hpp's kBFloat16): the layer's input side (x, dx) or output side
+// (y, dy) stored in bf16 by its container (Layer::reads_bf16, writes_bf16), only in a bf16 precision; fp32 otherwise.
+bool bf16_tensor(const TaskTag& tag, const Tensor& t, const char* what, Precision p) {
+  if (t.dtype() != DType::kBFloat16) {
+    check_dtype(tag, t, DType::kFloat32, what);
     return false;
   }
   if (!is_bf16(p)) {
@@ -489,6 +460,14 @@ bool bf16_activation(const TaskTag& tag, const Tensor& act, const char* what, co
                           ", expected a bf16 precision or a float32 " + what);
   }
   return true;
+}
+
+// The codelet of a pass with bf16 tensors: the fp32 one's twin named with "_bf16in" (x or dx in bf16), "_bf16out" (y
+// or dy) or "_bf16inout" (both), so that each kind has its own performance model; the CPU bodies tell the element
+// types apart by the buffers' element sizes.
+runtime::Codelet& with_bf16(runtime::Codelet& cl, bool in, bool out) {
+  if (!in && !out) return cl;
+  return runtime::twin(cl, in && out ? "_bf16inout" : in ? "_bf16in" : "_bf16out");
 }
 
 ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int relu) {
@@ -537,19 +516,13 @@ void submit_conv2d_fwd(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2d
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(w.handle()), wr(y.tile(tile))};
   if (b != nullptr) data.push_back(rd(b->handle()));
   std::string name;
-  const bool act = bf16_activation(tag, y, "output", x, "input", precision);
+  const bool in = bf16_tensor(tag, x, "input", precision), out = bf16_tensor(tag, y, "output", precision);
   const CodeletTable& table = precision == Precision::kTf32 ? kFwdTf32 : kFwd;
-  // A bf16 y reaches Winograd's fp32 pass only (bf16_pass is false there); im2col's bf16 passes are convgemm's.
-  runtime::Codelet& cl =
-      algorithm == ConvAlgorithm::kOneDnn
-          ? (act ? (b != nullptr ? cl_fwd_onednn_bf16act : cl_fwd_onednn_nobias_bf16act)
-                 : (b != nullptr ? cl_fwd_onednn : cl_fwd_onednn_nobias))
-      : !bf16_pass(precision, algorithm) ? (!act ? pick(table, algorithm, b)
-                                            : b != nullptr ? cl_fwd_winograd_bf16act
-                                                           : cl_fwd_winograd_nobias_bf16act)
-      : b != nullptr                      ? *bf16_codelets(precision, act).fwd
-                                          : *bf16_codelets(precision, act).fwd_nobias;
-  runtime::submit_task(cl, task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? (b != nullptr ? cl_fwd_onednn : cl_fwd_onednn_nobias)
+                         : !bf16_pass(precision, algorithm) ? pick(table, algorithm, b)
+                         : b != nullptr                      ? *bf16_codelets(precision).fwd
+                                                             : *bf16_codelets(precision).fwd_nobias;
+  runtime::submit_task(with_bf16(cl, in, out), task_info(tag, "fwd", tile, a.shape.flops(), name), data, a);
 }
 
 void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const Conv2dShape& shape, const Tensor& dy,
@@ -565,13 +538,12 @@ void submit_conv2d_bwd_data(const TaskTag& tag, ConvAlgorithm algorithm, const C
        {&cl_bwd_data_im2col, &cl_bwd_data_im2col_tf32},
        {&cl_bwd_data_winograd, &cl_bwd_data_winograd_tf32}}};
   const std::size_t tf32 = precision == Precision::kTf32 ? 1 : 0;
-  const bool act = bf16_activation(tag, dy, "output gradient", dx, "input gradient", precision);
-  // A bf16 dy reaches Winograd's fp32 pass only (bf16_pass is false there); im2col's bf16 passes are convgemm's.
-  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? (act ? cl_bwd_data_onednn_bf16act : cl_bwd_data_onednn)
-                         : bf16_pass(precision, algorithm)   ? *bf16_codelets(precision, act).bwd_data
-                         : act                               ? cl_bwd_data_winograd_bf16act
+  const bool in = bf16_tensor(tag, dx, "input gradient", precision);
+  const bool out = bf16_tensor(tag, dy, "output gradient", precision);
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn ? cl_bwd_data_onednn
+                         : bf16_pass(precision, algorithm)   ? *bf16_codelets(precision).bwd_data
                                                              : *kBwdData[static_cast<std::size_t>(algorithm)][tf32];
-  runtime::submit_task(cl,
+  runtime::submit_task(with_bf16(cl, in, out),
                        task_info(tag, "bwd_data", tile, a.shape.flops(), name),
                        {rd(dy.tile(tile)), rd(w.handle()), wr(dx.tile(tile))}, a);
 }
@@ -584,27 +556,25 @@ void submit_conv2d_bwd_weights(const TaskTag& tag, ConvAlgorithm algorithm, cons
   std::vector<runtime::Access> data{rd(x.tile(tile)), rd(dy.tile(tile)), wr(dw_tiles.tile(tile))};
   if (db_tiles != nullptr) data.push_back(wr(db_tiles->tile(tile)));
   std::string name;
-  const bool act = bf16_activation(tag, dy, "output gradient", x, "input", precision);
-  runtime::Codelet& cl =
-      algorithm == ConvAlgorithm::kOneDnn
-          ? (act ? (db_tiles != nullptr ? cl_bwd_weights_onednn_bf16act : cl_bwd_weights_onednn_nobias_bf16act)
-                 : (db_tiles != nullptr ? cl_bwd_weights_onednn : cl_bwd_weights_onednn_nobias))
-      : precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
-      : precision == Precision::kTf32 ? pick(kBwdWeightsTf32, algorithm, db_tiles)
-      : db_tiles != nullptr          ? *bf16_codelets(precision, act).bwd_weights
-                                     : *bf16_codelets(precision, act).bwd_weights_nobias;
-  runtime::submit_task(cl, task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
+  const bool in = bf16_tensor(tag, x, "input", precision), out = bf16_tensor(tag, dy, "output gradient", precision);
+  runtime::Codelet& cl = algorithm == ConvAlgorithm::kOneDnn
+                             ? (db_tiles != nullptr ? cl_bwd_weights_onednn : cl_bwd_weights_onednn_nobias)
+                         : precision == Precision::kFp32 ? pick(kBwdWeights, algorithm, db_tiles)
+                         : precision == Precision::kTf32 ? pick(kBwdWeightsTf32, algorithm, db_tiles)
+                         : db_tiles != nullptr          ? *bf16_codelets(precision).bwd_weights
+                                                        : *bf16_codelets(precision).bwd_weights_nobias;
+  runtime::submit_task(with_bf16(cl, in, out), task_info(tag, "bwd_weights", tile, a.shape.flops(), name), data, a);
 }
 
 namespace {
 
 using kernels::cpu::ConvPass;
 
-// Random-looking inputs of a geometry, and room for every output, for timing its passes; y16: y in bf16, for a layer
-// whose output and its gradient are bf16 activations.
+// Random-looking inputs of a geometry, and room for every output, for timing its passes; x16, y16: x (dx) and y
+// (dy) in bf16, for a layer whose input or output side the container stores in bf16 (ConvIo).
 struct TimingData {
   std::vector<float> x, w, y, dx, dw;
-  std::vector<std::uint16_t> y16;
+  std::vector<std::uint16_t> x16, y16;
   explicit TimingData(const Conv2dShape& s)
       : x(static_cast<std::size_t>(s.n) * s.c * s.h * s.w),
         w(static_cast<std::size_t>(s.k) * (s.c / s.groups) * s.r * s.s),
@@ -614,30 +584,41 @@ struct TimingData {
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
     for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 40503u) % 1000) * 1e-3f - 0.5f;
     for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>((i * 69069u) % 1000) * 1e-3f - 0.5f;
+    x16.resize(x.size());
     y16.resize(y.size());
+    kernels::cpu::floats_to_bf16(x.data(), x.size(), x16.data());
     kernels::cpu::floats_to_bf16(y.data(), y.size(), y16.data());
   }
 };
 
 // One pass of a geometry as a layer of the algorithm and precision runs it (codelets/conv2d.hpp): y as the output
-// of the forward pass and the gradient of the backward ones; with act, y16 in their place, as the "_bf16act"
-// codelets take it (oneDNN directly, the others through fp32 copies).
-void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d, bool act) {
-  if (act) {
-    if (a == ConvAlgorithm::kOneDnn) {
-      namespace k = kernels::cpu;
-      switch (pass) {
-        case ConvPass::kFwd: return k::conv2d_fwd_onednn_bf16(s, d.x.data(), d.w.data(), nullptr, 0, d.y16.data(), true);
-        case ConvPass::kBwdData: return k::conv2d_bwd_data_onednn_bf16(s, d.y16.data(), d.w.data(), d.dx.data(), true);
-        case ConvPass::kBwdWeights:
-          return k::conv2d_bwd_weights_onednn_bf16(s, d.x.data(), d.y16.data(), d.dw.data(), nullptr, true);
-      }
+// of the forward pass and the gradient of the backward ones. With bf16 tensors (io), x16 and y16 in their places as
+// the codelets take them: oneDNN directly, the others through fp32 copies widened before and rounded after.
+void run_fp32_io(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d);
+
+void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d, ConvIo io) {
+  namespace k = kernels::cpu;
+  if (a == ConvAlgorithm::kOneDnn) {
+    const void* x = io.bf16_in ? static_cast<const void*>(d.x16.data()) : d.x.data();
+    void* dx = io.bf16_in ? static_cast<void*>(d.x16.data()) : d.dx.data();
+    void* y = io.bf16_out ? static_cast<void*>(d.y16.data()) : d.y.data();
+    switch (pass) {
+      case ConvPass::kFwd: return k::conv2d_fwd_onednn_bf16(s, x, d.w.data(), nullptr, 0, y, io.bf16_in, io.bf16_out);
+      case ConvPass::kBwdData:
+        return k::conv2d_bwd_data_onednn_bf16(s, y, d.w.data(), dx, io.bf16_in, io.bf16_out);
+      case ConvPass::kBwdWeights:
+        return k::conv2d_bwd_weights_onednn_bf16(s, x, y, d.dw.data(), nullptr, io.bf16_in, io.bf16_out);
     }
-    if (pass != ConvPass::kFwd) kernels::cpu::bf16_to_floats(d.y16.data(), d.y16.size(), d.y.data());
-    run_pass(a, pass, precision, s, d, false);
-    if (pass == ConvPass::kFwd) kernels::cpu::floats_to_bf16(d.y.data(), d.y.size(), d.y16.data());
-    return;
   }
+  const bool in_read = pass != ConvPass::kBwdData, out_read = pass != ConvPass::kFwd;
+  if (io.bf16_in && in_read) k::bf16_to_floats(d.x16.data(), d.x16.size(), d.x.data());
+  if (io.bf16_out && out_read) k::bf16_to_floats(d.y16.data(), d.y16.size(), d.y.data());
+  run_fp32_io(a, pass, precision, s, d);
+  if (io.bf16_in && !in_read) k::floats_to_bf16(d.dx.data(), d.dx.size(), d.x16.data());
+  if (io.bf16_out && !out_read) k::floats_to_bf16(d.y.data(), d.y.size(), d.y16.data());
+}
+
+void run_fp32_io(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d) {
   using kernels::cpu::Bf16Math;
   namespace k = kernels::cpu;
   const Bf16Math math = precision == Precision::kBf16      ? Bf16Math::kAvx512Bf16
@@ -675,12 +656,12 @@ void run_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dS
 
 // The best of two timed runs after one that warms caches, packing buffers and oneDNN's primitives.
 double time_pass(ConvAlgorithm a, ConvPass pass, Precision precision, const Conv2dShape& s, TimingData& d,
-                 bool act) {
+                 ConvIo io) {
   using Clock = std::chrono::steady_clock;
   double best = 1e300;
   for (int round = 0; round < 3; ++round) {
     const auto start = Clock::now();
-    run_pass(a, pass, precision, s, d, act);
+    run_pass(a, pass, precision, s, d, io);
     const double t = std::chrono::duration<double>(Clock::now() - start).count();
     if (round > 0) best = std::min(best, t);
   }
@@ -703,13 +684,13 @@ std::vector<ConvAlgorithm> candidates(ConvPass pass, Precision precision, const 
 
 }  // namespace
 
-ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision, bool bf16_act) {
+ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision, ConvIo io) {
   static std::mutex mutex;
   static std::map<std::vector<int>, ConvPlan> cache;
   // The geometry and the precision: a layer is timed in the arithmetic it runs.
   const std::vector<int> key{s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.stride_h, s.stride_w, s.pad_top, s.pad_bottom,
                              s.pad_left, s.pad_right, s.dil_h, s.dil_w, s.groups, static_cast<int>(precision),
-                             bf16_act ? 1 : 0};
+                             io.bf16_in ? 1 : 0, io.bf16_out ? 1 : 0};
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) {
     return it->second;
@@ -720,7 +701,7 @@ ConvPlan fastest_conv_plan(const Conv2dShape& s, Precision precision, bool bf16_
     ConvAlgorithm best = ConvAlgorithm::kConvgemm;
     double best_time = 1e300;
     for (ConvAlgorithm a : candidates(pass, precision, s)) {
-      const double t = time_pass(a, pass, precision, s, data, bf16_act);
+      const double t = time_pass(a, pass, precision, s, data, io);
       if (t < best_time) {
         best = a;
         best_time = t;

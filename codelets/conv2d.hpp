@@ -41,7 +41,7 @@ bool conv_algorithm_fits(ConvAlgorithm a, const Conv2dShape& shape);
 // fp32 convgemm, im2col and Winograd (forward and backward-data); in bf16 convgemm's bf16 passes, Winograd's fp32
 // ones, and in bf16 and bf16-amx oneDNN's bf16 passes where it fits (im2col would run convgemm's bf16 passes too, so
 // it is not a candidate there).
-// bf16_act: the layer's output and its gradient are bf16 activations (Layer::writes_bf16), timed as such.
-ConvPlan fastest_conv_plan(const Conv2dShape& shape, Precision precision = Precision::kFp32, bool bf16_act = false);
+// io: timed with those tensors in bf16, as the layer's tasks will take them.
+ConvPlan fastest_conv_plan(const Conv2dShape& shape, Precision precision = Precision::kFp32, ConvIo io = {});
 
 }  // namespace dtnn::codelets

@@ -19,6 +19,13 @@ const char* to_string(ConvAlgorithm a);
 // The algorithm of each pass of a convolution layer: one for all three under an explicit --conv, each measured
 // under auto. Winograd's weight gradients are convgemm's; any algorithm's passes in a bf16 precision are those
 // codelets/conv2d.hpp lists.
+// Which of a layer's batch tensors its container stores in bf16 (Layer::reads_bf16, writes_bf16): the input side (x
+// and dx) and the output side (y and dy).
+struct ConvIo {
+  bool bf16_in = false;
+  bool bf16_out = false;
+};
+
 struct ConvPlan {
   ConvAlgorithm fwd = ConvAlgorithm::kConvgemm;
   ConvAlgorithm bwd_data = ConvAlgorithm::kConvgemm;

@@ -55,6 +55,9 @@ class BatchNorm2d : public Layer {
   // and store the input's gradient in bf16, computing in fp32 (codelets' "..._bf16act"); not once folded, where
   // the inference passes are a copy, a ReLU or an add.
   [[nodiscard]] bool reads_bf16() const override { return folded_ == 0; }
+  // Likewise its output (with the fused ReLU's) and that output's gradient, rounded as stored (a ReLU mask read from
+  // a bf16 output is the same mask: rounding keeps the sign and zero).
+  [[nodiscard]] bool writes_bf16() const override { return folded_ == 0; }
   [[nodiscard]] int relu_fused() const { return relu_; }
   // A residual block (layers/block.hpp) whose Add this layer's output feeds: y = bn(x) + residual, then ReLU when
   // relu != 0, in the forward task; the statistics passes are the usual ones. Bitwise the separate passes.

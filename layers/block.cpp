@@ -130,7 +130,9 @@ Shape Block::batched(std::int64_t n, const Shape& sample) {
 
 DType Block::activation_dtype_of(std::size_t p, std::size_t i) const {
   const auto& layers = paths_[p].layers_;
-  return activation_dtype(*layers[i].second, i + 1 < layers.size() ? layers[i + 1].second.get() : nullptr);
+  std::size_t producer = i;  // the layer that computes it: layer i, or the one that fused it
+  while (producer > 0 && layers[producer].second->absorbed()) --producer;
+  return activation_dtype(*layers[producer].second, i + 1 < layers.size() ? layers[i + 1].second.get() : nullptr);
 }
 
 Tensor& Block::activation(const Tensor& x, std::size_t p, std::size_t i) {

@@ -158,7 +158,7 @@ void Conv2d::choose_winograd() {
   }
 }
 
-codelets::ConvPlan Conv2d::resolve(const Tensor& x, int tile, bool bf16_act) {
+codelets::ConvPlan Conv2d::resolve(const Tensor& x, int tile, codelets::ConvIo io) {
   using codelets::ConvAlgorithm;
   using codelets::ConvPlan;
   // oneDNN where it serves the geometry (every one on an AVX-512 CPU), convgemm elsewhere: decided once.
@@ -184,7 +184,7 @@ codelets::ConvPlan Conv2d::resolve(const Tensor& x, int tile, bool bf16_act) {
   if (!decided_) {
     Conv2dShape s = shape_;
     s.n = static_cast<int>(x.tile_range(0).count);
-    plan_ = codelets::fastest_conv_plan(s, options_.precision_, bf16_act);
+    plan_ = codelets::fastest_conv_plan(s, options_.precision_, io);
     algorithm_ = plan_.fwd;
     decided_ = 1;
   }
@@ -258,6 +258,7 @@ void Conv2d::fold_scale_shift(const std::vector<float>& scale, const std::vector
 }
 
 bool Conv2d::writes_bf16() const { return codelets::is_bf16(options_.precision_) && !options_.relu_; }
+bool Conv2d::reads_bf16() const { return codelets::is_bf16(options_.precision_); }
 
 int Conv2d::fuse_relu() {
   if (options_.relu_) return 0;
@@ -265,10 +266,16 @@ int Conv2d::fuse_relu() {
   return 1;
 }
 
+namespace {
+codelets::ConvIo io(const Tensor& x, const Tensor& y) {
+  return {x.dtype() == DType::kBFloat16, y.dtype() == DType::kBFloat16};
+}
+}  // namespace
+
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_conv2d_fwd(tag, resolve(x, t, y.dtype() == DType::kBFloat16).fwd, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
+    codelets::submit_conv2d_fwd(tag, resolve(x, t, io(x, y)).fwd, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
                                 options_.relu_, y, t, options_.precision_);
   }
 }
@@ -280,12 +287,12 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t, dy.dtype() == DType::kBFloat16).bwd_data, shape_, *g, weight_->value, *dx, t,
+      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t, io(x, dy)).bwd_data, shape_, *g, weight_->value, *dx, t,
                                        options_.precision_);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t, dy.dtype() == DType::kBFloat16).bwd_weights, shape_, x, *g, weight_->tile_grads,
+    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t, io(x, dy)).bwd_weights, shape_, x, *g, weight_->tile_grads,
                                         bias_ ? &bias_->tile_grads : nullptr, t, options_.precision_);
   }
   submit_gradient_sums(dy.tiles(), ctx);

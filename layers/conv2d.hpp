@@ -80,16 +80,18 @@ class Conv2d : public Layer {
   void fold_scale_shift(const std::vector<float>& scale, const std::vector<float>& shift);
   // Fused passes (models/fusion.hpp): the following ReLU in the forward task's epilogue (options().relu_).
   int fuse_relu() override;
-  // In a bf16 precision, without a fused ReLU: the output (and its gradient) may be bf16, each pass then rounding
-  // or reading it in its own codelets ("..._bf16act"); the input stays fp32.
+  // In a bf16 precision: the input and its gradient may be bf16 (reads_bf16), and without a fused ReLU the output
+  // and its gradient (writes_bf16); each pass then reads or rounds them in codelets of their own ("..._bf16in",
+  // "..._bf16out", "..._bf16inout").
   [[nodiscard]] bool writes_bf16() const override;
+  [[nodiscard]] bool reads_bf16() const override;
   [[nodiscard]] Parameter& weight() { return *weight_; }
   [[nodiscard]] Parameter* bias() { return bias_; }
 
  private:
   // The algorithms of tile `tile`'s tasks, pass by pass.
-  // bf16_act: the output and its gradient are bf16 (auto times its candidates so).
-  codelets::ConvPlan resolve(const Tensor& x, int tile, bool bf16_act);
+  // io: which of the layer's batch tensors are bf16 (auto times its candidates so).
+  codelets::ConvPlan resolve(const Tensor& x, int tile, codelets::ConvIo io);
   // Under the winograd variant: Winograd where it serves the geometry (from winograd_min_batch_ samples a tile),
   // convgemm elsewhere.
   void choose_winograd();

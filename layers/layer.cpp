@@ -42,8 +42,7 @@ Tensor& Layer::scratch(const Tensor& input, int id, const Shape& shape, int tile
 }
 
 DType activation_dtype(const Layer& producer, const Layer* consumer) {
-  const bool bf16 = consumer != nullptr && !producer.absorbed() && !consumer->absorbed() && producer.writes_bf16() &&
-                    consumer->reads_bf16();
+  const bool bf16 = consumer != nullptr && !consumer->absorbed() && producer.writes_bf16() && consumer->reads_bf16();
   return bf16 ? DType::kBFloat16 : DType::kFloat32;
 }
 

@@ -146,9 +146,10 @@ class Layer {
   std::map<std::pair<const Tensor*, int>, Tensor> scratch_;
 };
 
-// The element type of the tensor between `producer` and the layer after it in a container (`consumer`, null where the
-// output leaves the container), and of its gradient: bf16 where the producer writes and the consumer reads bf16 and
-// neither was fused into another layer, fp32 otherwise.
+// The element type of the tensor that `producer` computes (with the layers it fused, which follow it) for the next
+// layer of its container (`consumer`, null where the output leaves the container), and of its gradient: bf16 where
+// the producer writes and the consumer reads bf16 (a consumer fused into the producer never reads it), fp32
+// otherwise.
 DType activation_dtype(const Layer& producer, const Layer* consumer);
 
 struct NamedParameter {

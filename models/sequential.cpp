@@ -182,9 +182,12 @@ void Sequential::allocate(std::int64_t batch, int tiles, std::vector<Tensor>& ac
   acts.clear();
   acts.emplace_back(batch_shape(input_shape_), TensorOptions().tiles(tiles).dtype(layers_.front()->input_dtype()));
   // Between two layers in bf16 where the first writes and the second reads it (Layer::writes_bf16), with its gradient.
+  // Layer i's output is computed by the layer that fused it, if any (the first before it that was not absorbed).
   auto options_of = [&](std::size_t i) {
+    std::size_t producer = i;
+    while (producer > 0 && layers_[producer]->absorbed()) --producer;
     const Layer* next = i + 1 < layers_.size() ? layers_[i + 1].get() : nullptr;
-    return TensorOptions().tiles(tiles).storage(storage_of(i)).dtype(activation_dtype(*layers_[i], next));
+    return TensorOptions().tiles(tiles).storage(storage_of(i)).dtype(activation_dtype(*layers_[producer], next));
   };
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     if (materialised(i)) {

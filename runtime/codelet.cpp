@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -87,6 +88,19 @@ Codelet::Codelet(const char* name, const Codelet& body) {
   cl_.cuda_flags[0] = 0;
   cl_.name = name;
   cl_.model = &model_;
+}
+
+Codelet& twin(Codelet& body, std::string_view suffix) {
+  static std::mutex mutex;
+  static std::map<std::pair<const Codelet*, std::string>, std::pair<std::unique_ptr<std::string>,
+                                                                     std::unique_ptr<Codelet>>> twins;
+  std::lock_guard lock(mutex);
+  auto [it, inserted] = twins.try_emplace({&body, std::string(suffix)});
+  if (inserted) {
+    it->second.first = std::make_unique<std::string>(std::string(body.name()) + std::string(suffix));
+    it->second.second = std::make_unique<Codelet>(it->second.first->c_str(), body);
+  }
+  return *it->second.second;
 }
 
 void submit_task(Codelet& cl, const TaskInfo& info, std::span<const Access> data, const void* args,

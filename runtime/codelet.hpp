@@ -57,9 +57,7 @@ class Codelet {
   // Write the argument as DTNN_CUDA_FUNC(f) so that builds without CUDA compile it as nullptr.
   Codelet(const char* name, starpu_cpu_func_t cpu, starpu_cuda_func_t cuda,
           std::initializer_list<starpu_data_access_mode> modes, Footprint footprint = Footprint::kDataAndArgs);
-  // A CPU-only codelet of its own name (and so its own performance model) running `body`'s CPU function: for a body
-  // that serves several element types, told apart by its buffers' element sizes (vector_elemsize), so that the
-  // tasks of each type are timed apart. body must be defined before this one (in the same file, above it).
+  // A CPU-only codelet of its own name (and so its own performance model) running `body`'s CPU function (see twin).
   Codelet(const char* name, const Codelet& body);
   Codelet(const Codelet&) = delete;
   Codelet& operator=(const Codelet&) = delete;
@@ -73,6 +71,11 @@ class Codelet {
   starpu_codelet cl_{};
   starpu_perfmodel model_{};
 };
+
+// The CPU-only codelet named body's name + suffix that runs body's CPU function, created at its first use: for a body
+// that serves several element types, told apart by its buffers' element sizes (vector_elemsize), so that the tasks
+// of each kind have a performance model of their own (e.g. "conv2d_fwd_onednn_bf16_bf16out"). Thread-safe.
+Codelet& twin(Codelet& body, std::string_view suffix);
 
 struct Access {
   starpu_data_handle_t handle;

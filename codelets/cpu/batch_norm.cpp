@@ -190,20 +190,21 @@ void batch_norm_fwd(int n, int c, std::size_t plane, const float* x, const float
 
 namespace {
 
-template <class X>
+template <class X, class Y>
 void fwd_fused(int n, int c, std::size_t plane, const X* x, const float* mean, const float* invstd, const float* gamma,
-               const float* beta, const float* residual, int relu, float* y) {
+               const float* beta, const float* residual, int relu, Y* y) {
   const auto epilogue = epilogue_plane_fn<X>(residual != nullptr, relu != 0);
+  PlaneWriter<Y> out(y, plane, static_cast<size_t>(n) * static_cast<size_t>(c));
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
       const float m = mean[ch];
       const float s = gamma != nullptr ? invstd[ch] * gamma[ch] : invstd[ch];
       const float b = beta != nullptr ? beta[ch] : 0.0f;
-      epilogue(plane, x + p * plane, m, s, b,
-               residual != nullptr ? residual + p * plane : nullptr, y + p * plane);
+      epilogue(plane, x + p * plane, m, s, b, residual != nullptr ? residual + p * plane : nullptr, out(p));
     }
   }
+  out.finish();
 }
 
 }  // namespace
@@ -212,9 +213,9 @@ void batch_norm_fwd_fused(int n, int c, std::size_t plane, const float* x, const
                           const float* gamma, const float* beta, const float* residual, int relu, float* y) {
   fwd_fused(n, c, plane, x, mean, invstd, gamma, beta, residual, relu, y);
 }
-void batch_norm_fwd_fused(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
-                          const float* invstd, const float* gamma, const float* beta, const float* residual, int relu,
-                          float* y) {
+template <class X, class Y>
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const X* x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, const float* residual, int relu, Y* y) {
   fwd_fused(n, c, plane, x, mean, invstd, gamma, beta, residual, relu, y);
 }
 
@@ -236,22 +237,24 @@ void batch_norm_infer_fwd(int n, int c, std::size_t plane, double eps, const flo
 
 namespace {
 
-template <class X>
+template <class X, class Y>
 void infer_fwd_fused(int n, int c, std::size_t plane, double eps, const X* x, const float* mean, const float* var,
-                     const float* gamma, const float* beta, const float* residual, int relu, float* y) {
+                     const float* gamma, const float* beta, const float* residual, int relu, Y* y) {
   thread_local std::vector<float> scale;
   thread_local std::vector<float> shift;
   scale.resize(static_cast<size_t>(c));
   shift.resize(static_cast<size_t>(c));
   batch_norm_scale_shift(c, eps, mean, var, gamma, beta, scale.data(), shift.data());
   const auto epilogue = infer_plane_fn<X>(residual != nullptr, relu != 0);
+  PlaneWriter<Y> out(y, plane, static_cast<size_t>(n) * static_cast<size_t>(c));
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      epilogue(plane, x + p * plane, scale[static_cast<size_t>(ch)],
-               shift[static_cast<size_t>(ch)], residual != nullptr ? residual + p * plane : nullptr, y + p * plane);
+      epilogue(plane, x + p * plane, scale[static_cast<size_t>(ch)], shift[static_cast<size_t>(ch)],
+               residual != nullptr ? residual + p * plane : nullptr, out(p));
     }
   }
+  out.finish();
 }
 
 }  // namespace
@@ -261,9 +264,10 @@ void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, con
                                 int relu, float* y) {
   infer_fwd_fused(n, c, plane, eps, x, mean, var, gamma, beta, residual, relu, y);
 }
-void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const std::uint16_t* x,
-                                const float* mean, const float* var, const float* gamma, const float* beta,
-                                const float* residual, int relu, float* y) {
+template <class X, class Y>
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const X* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta, const float* residual,
+                                int relu, Y* y) {
   infer_fwd_fused(n, c, plane, eps, x, mean, var, gamma, beta, residual, relu, y);
 }
 
@@ -280,32 +284,34 @@ void batch_norm_bwd_sums(int n, int c, std::size_t plane, const float* x, const 
 
 namespace {
 
-template <class X>
-void bwd_sums_masked(int n, int c, std::size_t plane, const X* x, const float* relu_y, const float* dy,
-                     const float* mean, const float* invstd, float* partials) {
+template <class X, class Y>
+void bwd_sums_masked(int n, int c, std::size_t plane, const X* x, const Y* relu_y, const Y* dy, const float* mean,
+                     const float* invstd, float* partials) {
   for (int i = 0; i < n; ++i) {
     float* row = partials + static_cast<size_t>(i) * 2 * static_cast<size_t>(c);
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
       const X* xp = x + p * plane;
-      const float* gp = dy + p * plane;
+      const Y* gp = dy + p * plane;
       const float m = mean[ch];
       const float is = invstd[ch];
       // xhat is formed in float exactly as the forward pass forms it, so the sums match what the output used.
       if (relu_y == nullptr) {
-        row[ch] = static_cast<float>(detail::sum_plane(gp, plane));
+        row[ch] = static_cast<float>(
+            detail::sum_plane_of(plane, [gp](size_t j) { return static_cast<double>(value(gp, j)); }));
         row[c + ch] = static_cast<float>(detail::sum_plane_of(plane, [xp, gp, m, is](size_t j) {
-          return static_cast<double>(gp[j]) * static_cast<double>((value(xp, j) - m) * is);
+          return static_cast<double>(value(gp, j)) * static_cast<double>((value(xp, j) - m) * is);
         }));
         continue;
       }
       // The masked gradient takes the values relu_bwd_data would have stored: dy where y > 0, else +0.
-      const float* yp = relu_y + p * plane;
+      const Y* yp = relu_y + p * plane;
       row[ch] = static_cast<float>(detail::sum_plane_of(plane, [yp, gp](size_t j) {
-        return static_cast<double>(relu_masked(yp[j], gp[j]));
+        return static_cast<double>(relu_masked(value(yp, j), value(gp, j)));
       }));
       row[c + ch] = static_cast<float>(detail::sum_plane_of(plane, [xp, yp, gp, m, is](size_t j) {
-        return static_cast<double>(relu_masked(yp[j], gp[j])) * static_cast<double>((value(xp, j) - m) * is);
+        return static_cast<double>(relu_masked(value(yp, j), value(gp, j))) *
+               static_cast<double>((value(xp, j) - m) * is);
       }));
     }
   }
@@ -317,8 +323,9 @@ void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const float* x,
                                 const float* mean, const float* invstd, float* partials) {
   bwd_sums_masked(n, c, plane, x, relu_y, dy, mean, invstd, partials);
 }
-void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
-                                const float* dy, const float* mean, const float* invstd, float* partials) {
+template <class X, class Y>
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const X* x, const Y* relu_y, const Y* dy,
+                                const float* mean, const float* invstd, float* partials) {
   bwd_sums_masked(n, c, plane, x, relu_y, dy, mean, invstd, partials);
 }
 
@@ -342,27 +349,27 @@ void batch_norm_bwd_data(int n, int c, std::size_t plane, const float* x, const 
 
 namespace {
 
-// X: the element type of x and dx (a bf16 dx is computed in fp32 plane by plane and rounded as it is stored).
-template <class X>
-void bwd_data_masked(int n, int c, std::size_t plane, const X* x, const float* relu_y, const float* dy,
-                     const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
-                     const float* mean_dy_xhat, X* dx) {
+// X: the element type of x and dx (a bf16 dx is computed in fp32 plane by plane and rounded as it is stored); Y:
+// of dy and relu_y.
+template <class X, class Y>
+void bwd_data_masked(int n, int c, std::size_t plane, const X* x, const Y* relu_y, const Y* dy, const float* mean,
+                     const float* invstd, const float* gamma, const float* mean_dy, const float* mean_dy_xhat, X* dx) {
   PlaneWriter<X> out(dx, plane, static_cast<size_t>(n) * static_cast<size_t>(c));
   for (int i = 0; i < n; ++i) {
     for (int ch = 0; ch < c; ++ch) {
       const size_t p = plane_index(i, c, ch);
-      const float* gp = dy + p * plane;
-      const float* yp = relu_y != nullptr ? relu_y + p * plane : nullptr;
+      const Y* gp = dy + p * plane;
+      const Y* yp = relu_y != nullptr ? relu_y + p * plane : nullptr;
       float* dp = out(p);
       const float is = invstd[ch];
       const float k = gamma != nullptr ? gamma[ch] * is : is;
       if (mean_dy == nullptr) {
         if (yp == nullptr) {
-          for (size_t j = 0; j < plane; ++j) dp[j] = k * gp[j];
+          for (size_t j = 0; j < plane; ++j) dp[j] = k * value(gp, j);
         } else {
           for (size_t j = 0; j < plane; ++j) {
-            const float g = gp[j];
-            dp[j] = k * (yp[j] > 0.0f ? g : 0.0f);
+            const float g = value(gp, j);
+            dp[j] = k * (value(yp, j) > 0.0f ? g : 0.0f);
           }
         }
         continue;
@@ -374,13 +381,13 @@ void bwd_data_masked(int n, int c, std::size_t plane, const X* x, const float* r
       if (yp == nullptr) {
         for (size_t j = 0; j < plane; ++j) {
           const float xhat = (value(xp, j) - m) * is;
-          dp[j] = k * (gp[j] - a - xhat * b);
+          dp[j] = k * (value(gp, j) - a - xhat * b);
         }
       } else {
         for (size_t j = 0; j < plane; ++j) {
           // dy is loaded whatever y holds, so that the loop vectorises (as relu_bwd_data).
-          const float g0 = gp[j];
-          const float g = yp[j] > 0.0f ? g0 : 0.0f;
+          const float g0 = value(gp, j);
+          const float g = value(yp, j) > 0.0f ? g0 : 0.0f;
           const float xhat = (value(xp, j) - m) * is;
           dp[j] = k * (g - a - xhat * b);
         }
@@ -397,10 +404,28 @@ void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x,
                                 const float* mean_dy_xhat, float* dx) {
   bwd_data_masked(n, c, plane, x, relu_y, dy, mean, invstd, gamma, mean_dy, mean_dy_xhat, dx);
 }
-void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
-                                const float* dy, const float* mean, const float* invstd, const float* gamma,
-                                const float* mean_dy, const float* mean_dy_xhat, std::uint16_t* dx) {
+template <class X, class Y>
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const X* x, const Y* relu_y, const Y* dy,
+                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                                const float* mean_dy_xhat, X* dx) {
   bwd_data_masked(n, c, plane, x, relu_y, dy, mean, invstd, gamma, mean_dy, mean_dy_xhat, dx);
 }
+
+// The element types of bf16 activations: x (and dx), y (and dy) each float or std::uint16_t (bf16); float and float
+// are the functions above.
+using Bf16 = std::uint16_t;
+#define DTNN_BN_TYPED(X, Y)                                                                                            \
+  template void batch_norm_fwd_fused<X, Y>(int, int, std::size_t, const X*, const float*, const float*, const float*,  \
+                                           const float*, const float*, int, Y*);                                       \
+  template void batch_norm_infer_fwd_fused<X, Y>(int, int, std::size_t, double, const X*, const float*, const float*,  \
+                                                 const float*, const float*, const float*, int, Y*);                   \
+  template void batch_norm_bwd_sums_masked<X, Y>(int, int, std::size_t, const X*, const Y*, const Y*, const float*,    \
+                                                 const float*, float*);                                                \
+  template void batch_norm_bwd_data_masked<X, Y>(int, int, std::size_t, const X*, const Y*, const Y*, const float*,    \
+                                                 const float*, const float*, const float*, const float*, X*);
+DTNN_BN_TYPED(Bf16, float)
+DTNN_BN_TYPED(float, Bf16)
+DTNN_BN_TYPED(Bf16, Bf16)
+#undef DTNN_BN_TYPED
 
 }  // namespace dtnn::kernels::cpu

@@ -21,7 +21,7 @@ void bf16_to_floats(const std::uint16_t* src, std::size_t count, float* dst) {
 }
 
 float* bf16_staging(int slot, std::size_t count) {
-  thread_local std::array<AlignedFloats, 2> buffers;
+  thread_local std::array<AlignedFloats, 3> buffers;
   return buffers.at(static_cast<std::size_t>(slot)).reserve(count);
 }
 

@@ -13,7 +13,7 @@ void floats_to_bf16(const float* src, std::size_t count, std::uint16_t* dst);
 void bf16_to_floats(const std::uint16_t* src, std::size_t count, float* dst);
 
 // A thread's scratch of at least `count` floats, kept for the thread's later calls (a codelet that computes in fp32
-// and stores bf16 keeps one tile's worth per worker). Each `slot` is a separate buffer.
+// and stores bf16 keeps one tile's worth per worker). Each `slot` (0, 1 or 2) is a separate buffer.
 float* bf16_staging(int slot, std::size_t count);
 
 }  // namespace dtnn::kernels::cpu

@@ -91,23 +91,27 @@ void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const float* x,
                                 const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
                                 const float* mean_dy_xhat, float* dx);
 
-// bf16 inputs (core/dtype.hpp's kBFloat16 activations: a convolution's output stored in bf16 for the BatchNorm that
-// reads it): the same passes on x's exact fp32 values, plane by plane, and a bf16 dx rounded (float_to_bf16) from
-// the fp32 gradient the fp32 pass computes. So each equals, bit for bit, the fp32 pass on the widened input.
+// bf16 activations (core/dtype.hpp's kBFloat16, std::uint16_t here): x (and dx) and y (and dy, relu_y) each fp32 or
+// bf16, instantiated for the three pairs with bf16 (fp32 and fp32 are the functions above). Each computes on the
+// exact fp32 values of bf16 inputs, and rounds a bf16 output (float_to_bf16) from the fp32 value the fp32 pass
+// computes: bit for bit the fp32 pass on widened inputs, rounded.
 void batch_norm_sums(int n, int c, std::size_t plane, const std::uint16_t* x, float* partials);
 void batch_norm_sqdev_sums(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
                            float* partials);
-void batch_norm_fwd_fused(int n, int c, std::size_t plane, const std::uint16_t* x, const float* mean,
-                          const float* invstd, const float* gamma, const float* beta, const float* residual, int relu,
-                          float* y);
-void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const std::uint16_t* x,
-                                const float* mean, const float* var, const float* gamma, const float* beta,
-                                const float* residual, int relu, float* y);
-void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
-                                const float* dy, const float* mean, const float* invstd, float* partials);
-void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const std::uint16_t* x, const float* relu_y,
-                                const float* dy, const float* mean, const float* invstd, const float* gamma,
-                                const float* mean_dy, const float* mean_dy_xhat, std::uint16_t* dx);
+template <class X, class Y>
+void batch_norm_fwd_fused(int n, int c, std::size_t plane, const X* x, const float* mean, const float* invstd,
+                          const float* gamma, const float* beta, const float* residual, int relu, Y* y);
+template <class X, class Y>
+void batch_norm_infer_fwd_fused(int n, int c, std::size_t plane, double eps, const X* x, const float* mean,
+                                const float* var, const float* gamma, const float* beta, const float* residual,
+                                int relu, Y* y);
+template <class X, class Y>
+void batch_norm_bwd_sums_masked(int n, int c, std::size_t plane, const X* x, const Y* relu_y, const Y* dy,
+                                const float* mean, const float* invstd, float* partials);
+template <class X, class Y>
+void batch_norm_bwd_data_masked(int n, int c, std::size_t plane, const X* x, const Y* relu_y, const Y* dy,
+                                const float* mean, const float* invstd, const float* gamma, const float* mean_dy,
+                                const float* mean_dy_xhat, X* dx);
 
 // ---- Dropout ----
 // The keep decision of element e of batch row `row` at step `step` is a pure function of (seed, step, row, e):

@@ -89,16 +89,16 @@ struct Descs {
   memory::dims x_dims, w_dims, y_dims, strides, dilates, pad_l, pad_r;
 };
 
-// bf16_act: y (the forward's output, the backward passes' dy) is a bf16 NCHW tensor (core/dtype.hpp's kBFloat16).
-Descs descs(const Conv2dShape& s, bool bf16_act) {
+// bf16_x, bf16_y: x (and dx), y (and dy) are bf16 NCHW tensors (core/dtype.hpp's kBFloat16).
+Descs descs(const Conv2dShape& s, bool bf16_x, bool bf16_y) {
   Descs d;
   d.x_dims = {s.n, s.c, s.h, s.w};
   d.y_dims = {s.n, s.k, s.out_h(), s.out_w()};
   const bool grouped = s.groups > 1;
   d.w_dims = grouped ? memory::dims{s.groups, s.k / s.groups, s.c / s.groups, s.r, s.s}
                      : memory::dims{s.k, s.c, s.r, s.s};
-  d.x = memory::desc(d.x_dims, Type::f32, Tag::nchw);
-  d.y = memory::desc(d.y_dims, bf16_act ? Type::bf16 : Type::f32, Tag::nchw);
+  d.x = memory::desc(d.x_dims, bf16_x ? Type::bf16 : Type::f32, Tag::nchw);
+  d.y = memory::desc(d.y_dims, bf16_y ? Type::bf16 : Type::f32, Tag::nchw);
   d.w = memory::desc(d.w_dims, Type::f32, grouped ? Tag::goihw : Tag::oihw);
   d.b = memory::desc({s.k}, Type::f32, Tag::x);
   d.strides = {s.stride_h, s.stride_w};
@@ -152,8 +152,9 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias, 
                     {prop, algo, x, w, y, d.strides, d.dilates, d.pad_l, d.pad_r}, attr, e);
 }
 
-Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool bf16_act, const dnnl::engine& e) {
-  const Descs d = descs(s, bf16_act);
+Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool bf16_x, bool bf16_y,
+                 const dnnl::engine& e) {
+  const Descs d = descs(s, bf16_x, bf16_y);
   const auto algo = dnnl::algorithm::convolution_direct;
   Prepared p;
   std::size_t bytes = 0;
@@ -169,8 +170,8 @@ Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool 
   } else if (pass == ConvPass::kBwdData) {
     const auto hint = forward_pd(d, false, 0, e);
     const dnnl::convolution_backward_data::primitive_desc pd(
-        {algo, any(d.x_dims, Type::f32), any(d.w_dims, Type::bf16), any(d.y_dims, Type::bf16), d.strides, d.dilates,
-         d.pad_l, d.pad_r},
+        {algo, any(d.x_dims, d.x.data_type()), any(d.w_dims, Type::bf16), any(d.y_dims, Type::bf16), d.strides,
+         d.dilates, d.pad_l, d.pad_r},
         user_scratchpad(), e, hint);
     p.conv = dnnl::convolution_backward_data(pd);
     p.inputs = {operand(e, DNNL_ARG_DIFF_DST, d.y, pd.diff_dst_desc(), true, bytes),
@@ -200,13 +201,14 @@ Prepared prepare(const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool 
 }
 
 // Created at the first call of a geometry, pass and epilogue on a thread.
-Prepared& prepared(Context& c, const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool bf16_act = false) {
+Prepared& prepared(Context& c, const Conv2dShape& s, ConvPass pass, bool bias, int relu, bool bf16_x = false,
+                   bool bf16_y = false) {
   std::vector<int> key = key_of(s);
-  key.insert(key.end(), {static_cast<int>(pass), bias ? 1 : 0, relu != 0 ? 1 : 0, bf16_act ? 1 : 0});
+  key.insert(key.end(), {static_cast<int>(pass), bias ? 1 : 0, relu != 0 ? 1 : 0, bf16_x ? 1 : 0, bf16_y ? 1 : 0});
   auto it = c.prepared.find(key);
   if (it == c.prepared.end()) {
     try {
-      it = c.prepared.emplace(std::move(key), prepare(s, pass, bias, relu, bf16_act, c.engine)).first;
+      it = c.prepared.emplace(std::move(key), prepare(s, pass, bias, relu, bf16_x, bf16_y, c.engine)).first;
     } catch (const dnnl::error& e) {
       throw InvalidArgument("oneDNN: no bf16 convolution for " + geometry(s) + " on this CPU (" + e.what() +
                             "), expected a CPU with AVX-512 (AMX or AVX512-BF16 for speed), or another --conv");
@@ -284,10 +286,10 @@ std::string onednn_bf16_impl(const Conv2dShape& sh, ConvPass pass) {
   return prepared(context(), sh, pass, pass != ConvPass::kBwdData, 0).impl;
 }
 
-void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, void* y,
-                            bool bf16_act) {
+void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const void* x, const float* w, const float* b, int relu, void* y,
+                            bool bf16_x, bool bf16_y) {
   Context& c = context();
-  const Prepared& p = prepared(c, sh, ConvPass::kFwd, b != nullptr, relu, bf16_act);
+  const Prepared& p = prepared(c, sh, ConvPass::kFwd, b != nullptr, relu, bf16_x, bf16_y);
   if (b != nullptr) {
     run(c, p, {x, w}, {b}, y);
   } else {
@@ -295,15 +297,16 @@ void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* 
   }
 }
 
-void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void* dy, const float* w, float* dx, bool bf16_act) {
+void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void* dy, const float* w, void* dx, bool bf16_x,
+                                 bool bf16_y) {
   Context& c = context();
-  run(c, prepared(c, sh, ConvPass::kBwdData, false, 0, bf16_act), {dy, w}, {}, dx);
+  run(c, prepared(c, sh, ConvPass::kBwdData, false, 0, bf16_x, bf16_y), {dy, w}, {}, dx);
 }
 
-void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const void* dy, float* dw, float* db,
-                                    bool bf16_act) {
+void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const void* x, const void* dy, float* dw, float* db,
+                                    bool bf16_x, bool bf16_y) {
   Context& c = context();
-  const Prepared& p = prepared(c, sh, ConvPass::kBwdWeights, db != nullptr, 0, bf16_act);
+  const Prepared& p = prepared(c, sh, ConvPass::kBwdWeights, db != nullptr, 0, bf16_x, bf16_y);
   if (db != nullptr) {
     run(c, p, {x, dy}, {db}, dw);
   } else {
@@ -323,11 +326,13 @@ namespace {
 }
 }  // namespace
 
-void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float*, const float*, const float*, int, void*, bool) {
+void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const void*, const float*, const float*, int, void*, bool, bool) {
   not_built(sh);
 }
-void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void*, const float*, float*, bool) { not_built(sh); }
-void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float*, const void*, float*, float*, bool) {
+void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void*, const float*, void*, bool, bool) {
+  not_built(sh);
+}
+void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const void*, const void*, float*, float*, bool, bool) {
   not_built(sh);
 }
 #endif

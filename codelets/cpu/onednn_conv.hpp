@@ -31,14 +31,15 @@ void onednn_release_thread_memory();
 // As conv2d_fwd_convgemm (bias and ReLU in fp32, fused), conv2d_bwd_data_convgemm and conv2d_bwd_weights_convgemm
 // (dw and db overwritten; db summed by oneDNN from dy as it rounded it). dtnn::InvalidArgument naming the geometry
 // where onednn_bf16_fits is false.
-// bf16_act: y (forward) or dy (backward) is a bf16 NCHW tensor (core/dtype.hpp's kBFloat16) instead of fp32: the
-// forward rounds its output (bias and ReLU applied first) as it stores it, the backward passes read dy as it is,
-// without the reorders of an fp32 one.
-void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const float* x, const float* w, const float* b, int relu, void* y,
-                            bool bf16_act = false);
-void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void* dy, const float* w, float* dx,
-                                 bool bf16_act = false);
-void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const float* x, const void* dy, float* dw, float* db,
-                                    bool bf16_act = false);
+// bf16_x: x (forward, weight gradients) or dx (backward-data) is a bf16 NCHW tensor (core/dtype.hpp's kBFloat16)
+// instead of fp32; bf16_y: y (forward) or dy (backward). oneDNN reads bf16 operands as they are (a reorder of half
+// the bytes into its blocked layout, or none) and rounds bf16 outputs as it stores them (bias and ReLU applied
+// first).
+void conv2d_fwd_onednn_bf16(const Conv2dShape& sh, const void* x, const float* w, const float* b, int relu, void* y,
+                            bool bf16_x = false, bool bf16_y = false);
+void conv2d_bwd_data_onednn_bf16(const Conv2dShape& sh, const void* dy, const float* w, void* dx, bool bf16_x = false,
+                                 bool bf16_y = false);
+void conv2d_bwd_weights_onednn_bf16(const Conv2dShape& sh, const void* x, const void* dy, float* dw, float* db,
+                                    bool bf16_x = false, bool bf16_y = false);
 
 }  // namespace dtnn::kernels::cpu
