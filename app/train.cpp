@@ -396,8 +396,8 @@ int run_train(TrainOptions o, bool benchmark) {
                  "tensor-core math); CPU workers compute in fp32 (CPUs have no TF32), and every other pass too\n");
     } else if (o.run.model.precision != codelets::Precision::kFp32) {
       fmt::print("Precision: {} for the convolutions on CPU workers (every pass of convgemm, im2col and onednn layers, "
-                 "the weight gradients of Winograd's); dense layers and every other pass in fp32; a convolution's "
-                 "output read by a BatchNorm stored in bf16, with its gradient\n",
+                 "the weight gradients of Winograd's); dense layers and every other pass in fp32; the tensors "
+                 "between a convolution and a BatchNorm, either way, stored in bf16 with their gradients\n",
                  codelets::to_string(o.run.model.precision));
     }
     if (!t.restored_from.empty()) {

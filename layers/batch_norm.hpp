@@ -52,7 +52,7 @@ class BatchNorm2d : public Layer {
   // gradient tensor, no ReLU task). Declined once folded.
   int fuse_relu() override;
   // Its statistics, normalisation and data gradient read a bf16 input (a convolution's output in a bf16 precision)
-  // and store the input's gradient in bf16, computing in fp32 (codelets' "..._bf16act"); not once folded, where
+  // and store the input's gradient in bf16, computing in fp32 (codelets "..._bf16in"); not once folded, where
   // the inference passes are a copy, a ReLU or an add.
   [[nodiscard]] bool reads_bf16() const override { return folded_ == 0; }
   // Likewise its output (with the fused ReLU's) and that output's gradient, rounded as stored (a ReLU mask read from

@@ -27,7 +27,7 @@ inline size_t plane_index(int i, int c, int ch) {
 inline float value(const float* x, size_t j) { return x[j]; }
 inline float value(const std::uint16_t* x, size_t j) { return bf16_to_float(x[j]); }
 
-// A bf16 output (dx) is computed into the thread's staging buffer 1 many planes at a time and rounded into place
+// A bf16 output (y or dx) is computed into the thread's staging buffer 1 many planes at a time and rounded into place
 // as the planes move on (planes asked in order), and at finish(): float_to_bf16 in the loops would not vectorise.
 constexpr size_t kBlockValues = 16384;
 
