@@ -74,7 +74,7 @@ ReduceBuffers reduce_buffers(void** buffers, const ReduceArgs& a) {
 // bf16): x and dx of one type, y, dy and the fused ReLU's output of one type, told apart by the buffers' element
 // sizes; the tasks with bf16 come under codelets of their own names (with_bf16 below), so that their performance
 // models stay apart.
-bool bf16_x(void* x_buffer) { return runtime::vector_elemsize(x_buffer) == sizeof(std::uint16_t); }
+bool bf16_buffer(void* buffer) { return runtime::vector_elemsize(buffer) == sizeof(std::uint16_t); }
 const std::uint16_t* bf16_ptr(void* buffer) { return runtime::vector_ptr_as<const std::uint16_t>(buffer); }
 
 template <class X, class Y>
@@ -86,7 +86,7 @@ struct Types {
 // Calls f(Types<X, Y>{}) with the element types of the x-side and y-side buffers (float, or std::uint16_t for bf16).
 template <class F>
 void with_types(void* x_buffer, void* y_buffer, F&& f) {
-  const bool x16 = bf16_x(x_buffer), y16 = bf16_x(y_buffer);
+  const bool x16 = bf16_buffer(x_buffer), y16 = bf16_buffer(y_buffer);
   if (x16 && y16) return f(Types<std::uint16_t, std::uint16_t>{});
   if (x16) return f(Types<std::uint16_t, float>{});
   if (y16) return f(Types<float, std::uint16_t>{});
@@ -100,7 +100,7 @@ T* ptr(void* buffer) {
 
 void sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  if (bf16_x(buffers[0])) {
+  if (bf16_buffer(buffers[0])) {
     k::batch_norm_sums(a.n, a.c, a.plane, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
   } else {
     k::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
@@ -109,7 +109,7 @@ void sums_cpu(void** buffers, void* cl_arg) {
 
 void sqdev_sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  if (bf16_x(buffers[0])) {
+  if (bf16_buffer(buffers[0])) {
     k::batch_norm_sqdev_sums(a.n, a.c, a.plane, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                              runtime::vector_ptr(buffers[2]));
   } else {
@@ -633,8 +633,9 @@ void submit_batch_norm_sums(const TaskTag& tag, int channels, const Tensor& x, T
   check_same_tiling(tag, x, partials);
   const TileArgs a = tile_args(channels, x, tile);
   std::string name;
-  runtime::submit_task(with_bf16(cl_batch_norm_sums, bf16_tensor(tag, x, "input"), false), task_info(tag, "fwd_sum", tile, tile_values(a), name),
-                       {rd(x.tile(tile)), wr(partials.tile(tile))}, a);
+  runtime::submit_task(with_bf16(cl_batch_norm_sums, bf16_tensor(tag, x, "input"), false),
+                       task_info(tag, "fwd_sum", tile, tile_values(a), name), {rd(x.tile(tile)), wr(partials.tile(tile))},
+                       a);
 }
 
 void submit_batch_norm_mean(const TaskTag& tag, double count, const Tensor& partials, Tensor& acc, Tensor& stats) {

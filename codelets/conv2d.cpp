@@ -155,8 +155,9 @@ void conv2d_fwd_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_fwd_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
-                                       runtime::vector_ptr(buffers[1]), b, a.relu, runtime::vector_ptr_as<void>(buffers[2]),
-                                       bf16_buffer(buffers[0]), bf16_buffer(buffers[2]));
+                                       runtime::vector_ptr(buffers[1]), b, a.relu,
+                                       runtime::vector_ptr_as<void>(buffers[2]), bf16_buffer(buffers[0]),
+                                       bf16_buffer(buffers[2]));
 }
 
 void conv2d_bwd_data_onednn_cpu(void** buffers, void* cl_arg) {

@@ -88,8 +88,8 @@ class Block : public Layer {
   [[nodiscard]] int fused_path() const { return fused_path_; }
 
  private:
-  // The output of layer i of path p for this input (the path's own scratch tensors).
-  // Path p's layer i's output and its gradient, in activation_dtype_of(p, i).
+  // The output of layer i of path p for this input (the path's own scratch tensors), and the type of it and its
+  // gradient: bf16 where the layer that computes it writes and the next layer reads bf16 (Layer::writes_bf16).
   [[nodiscard]] DType activation_dtype_of(std::size_t p, std::size_t i) const;
   Tensor& activation(const Tensor& x, std::size_t p, std::size_t i);
   // Past the layers that layer i of path p absorbed (Layer::fuse_relu): its group's output is activation(end - 1).

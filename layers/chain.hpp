@@ -41,8 +41,8 @@ class Chain : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx, const PassContext& ctx) override;
 
  private:
-  // The output of layer i (i < size - 1) for this input, and the gradient of it.
-  // Layer i's output and its gradient, in activation_dtype_of(i).
+  // The output of layer i (i < size - 1) for this input, and the gradient of it, both of activation_dtype_of(i)'s
+  // type (a chain fuses no layers: layer i computes it).
   [[nodiscard]] DType activation_dtype_of(std::size_t i) const;
   Tensor& activation(const Tensor& x, std::size_t i);
   Tensor& gradient(const Tensor& x, std::size_t i);

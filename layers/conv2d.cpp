@@ -267,6 +267,7 @@ int Conv2d::fuse_relu() {
 }
 
 namespace {
+// Which of a pass's batch tensors (x and dx, y and dy: each pair of one type) the container stores in bf16.
 codelets::ConvIo io(const Tensor& x, const Tensor& y) {
   return {x.dtype() == DType::kBFloat16, y.dtype() == DType::kBFloat16};
 }
@@ -275,8 +276,8 @@ codelets::ConvIo io(const Tensor& x, const Tensor& y) {
 void Conv2d::forward(const Tensor& x, Tensor& y, const PassContext& ctx) {
   const codelets::TaskTag tag{name(), ctx.priority};
   for (int t = 0; t < x.tiles(); ++t) {
-    codelets::submit_conv2d_fwd(tag, resolve(x, t, io(x, y)).fwd, shape_, x, weight_->value, bias_ ? &bias_->value : nullptr,
-                                options_.relu_, y, t, options_.precision_);
+    codelets::submit_conv2d_fwd(tag, resolve(x, t, io(x, y)).fwd, shape_, x, weight_->value,
+                                bias_ ? &bias_->value : nullptr, options_.relu_, y, t, options_.precision_);
   }
 }
 
@@ -287,13 +288,14 @@ void Conv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const Tensor* g = &before_fused_relu(options_.relu_, x, y, dy, data_tag.priority);
   if (dx != nullptr) {
     for (int t = 0; t < dy.tiles(); ++t) {
-      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t, io(x, dy)).bwd_data, shape_, *g, weight_->value, *dx, t,
-                                       options_.precision_);
+      codelets::submit_conv2d_bwd_data(data_tag, resolve(x, t, io(x, dy)).bwd_data, shape_, *g, weight_->value, *dx,
+                                       t, options_.precision_);
     }
   }
   for (int t = 0; t < dy.tiles(); ++t) {
-    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t, io(x, dy)).bwd_weights, shape_, x, *g, weight_->tile_grads,
-                                        bias_ ? &bias_->tile_grads : nullptr, t, options_.precision_);
+    codelets::submit_conv2d_bwd_weights(weights_tag, resolve(x, t, io(x, dy)).bwd_weights, shape_, x, *g,
+                                        weight_->tile_grads, bias_ ? &bias_->tile_grads : nullptr, t,
+                                        options_.precision_);
   }
   submit_gradient_sums(dy.tiles(), ctx);
   // The masked gradient's last readers are the tasks above (a transient scratch's memory goes back now).

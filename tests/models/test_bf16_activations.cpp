@@ -160,7 +160,8 @@ TEST(Bf16ActivationsTest, BatchNormRoundsItsOutputAndConvolutionReadsItsValues) 
   Sequential bn;  // the same BatchNorm and ReLU alone: fp32 output
   bn.add<BatchNorm2d>(BatchNorm2dOptions(3)).add<ReLU>();
   Sequential conv;  // the same convolution behind an identity (LeakyReLU of slope 1): fp32 input and data gradient
-  conv.add<LeakyReLU>(LeakyReLUOptions().negative_slope(1.0f)).add<Conv2d>(Conv2dOptions(3, 5, 3).padding(1).precision(p));
+  conv.add<LeakyReLU>(LeakyReLUOptions().negative_slope(1.0f))
+      .add<Conv2d>(Conv2dOptions(3, 5, 3).padding(1).precision(p));
   net.build({3, 7, 7}, 3);
   bn.build({3, 7, 7}, 3);
   conv.build({3, 7, 7}, 3);
