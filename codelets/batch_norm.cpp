@@ -362,7 +362,8 @@ void bwd_data_cuda(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
   const float* stats = runtime::vector_ptr(buffers[2]);
   const BwdDataBuffers<S, F, M> opt(buffers);
-  kc::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), opt.relu_y,
+  // CUDA tasks take fp32 tensors only (the bf16 twins are CPU codelets).
+  kc::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), static_cast<const float*>(opt.relu_y),
                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
                                  opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr,
                                  runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
