@@ -363,7 +363,8 @@ void bwd_data_cuda(void** buffers, void* cl_arg) {
   const float* stats = runtime::vector_ptr(buffers[2]);
   const BwdDataBuffers<S, F, M> opt(buffers);
   // CUDA tasks take fp32 tensors only (the bf16 twins are CPU codelets).
-  kc::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), static_cast<const float*>(opt.relu_y),
+  kc::batch_norm_bwd_data_masked(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]),
+                                 static_cast<const float*>(opt.relu_y),
                                  runtime::vector_ptr(buffers[1]), stats, stats + a.c, opt.gamma, opt.grad_stats,
                                  opt.grad_stats != nullptr ? opt.grad_stats + a.c : nullptr,
                                  runtime::vector_ptr(buffers[3]), runtime::cuda::stream());
@@ -635,8 +636,8 @@ void submit_batch_norm_sums(const TaskTag& tag, int channels, const Tensor& x, T
   const TileArgs a = tile_args(channels, x, tile);
   std::string name;
   runtime::submit_task(with_bf16(cl_batch_norm_sums, bf16_tensor(tag, x, "input"), false),
-                       task_info(tag, "fwd_sum", tile, tile_values(a), name), {rd(x.tile(tile)), wr(partials.tile(tile))},
-                       a);
+                       task_info(tag, "fwd_sum", tile, tile_values(a), name),
+                       {rd(x.tile(tile)), wr(partials.tile(tile))}, a);
 }
 
 void submit_batch_norm_mean(const TaskTag& tag, double count, const Tensor& partials, Tensor& acc, Tensor& stats) {
