@@ -72,9 +72,8 @@ ReduceBuffers reduce_buffers(void** buffers, const ReduceArgs& a) {
 
 // The CPU bodies serve fp32 and bf16 batch tensors (core/dtype.hpp's kBFloat16, where the container stores them in
 // bf16): x and dx of one type, y, dy and the fused ReLU's output of one type, told apart by the buffers' element
-// sizes; the tasks with bf16 come under codelets of their own names (with_bf16 below), so that their performance
-// models stay apart.
-bool bf16_buffer(void* buffer) { return runtime::vector_elemsize(buffer) == sizeof(std::uint16_t); }
+// sizes; the tasks with bf16 come under codelets of their own names (with_bf16, common.hpp), so that their
+// performance models stay apart.
 const std::uint16_t* bf16_ptr(void* buffer) { return runtime::vector_ptr_as<const std::uint16_t>(buffer); }
 
 template <class X, class Y>
@@ -86,7 +85,7 @@ struct Types {
 // Calls f(Types<X, Y>{}) with the element types of the x-side and y-side buffers (float, or std::uint16_t for bf16).
 template <class F>
 void with_types(void* x_buffer, void* y_buffer, F&& f) {
-  const bool x16 = bf16_buffer(x_buffer), y16 = bf16_buffer(y_buffer);
+  const bool x16 = runtime::vector_is_bf16(x_buffer), y16 = runtime::vector_is_bf16(y_buffer);
   if (x16 && y16) return f(Types<std::uint16_t, std::uint16_t>{});
   if (x16) return f(Types<std::uint16_t, float>{});
   if (y16) return f(Types<float, std::uint16_t>{});
@@ -100,7 +99,7 @@ T* ptr(void* buffer) {
 
 void sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  if (bf16_buffer(buffers[0])) {
+  if (runtime::vector_is_bf16(buffers[0])) {
     k::batch_norm_sums(a.n, a.c, a.plane, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
   } else {
     k::batch_norm_sums(a.n, a.c, a.plane, runtime::vector_ptr(buffers[0]), runtime::vector_ptr(buffers[1]));
@@ -109,7 +108,7 @@ void sums_cpu(void** buffers, void* cl_arg) {
 
 void sqdev_sums_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<TileArgs>(cl_arg);
-  if (bf16_buffer(buffers[0])) {
+  if (runtime::vector_is_bf16(buffers[0])) {
     k::batch_norm_sqdev_sums(a.n, a.c, a.plane, bf16_ptr(buffers[0]), runtime::vector_ptr(buffers[1]),
                              runtime::vector_ptr(buffers[2]));
   } else {
@@ -509,21 +508,6 @@ runtime::Codelet* const kBwdDataCodelets[2][2][2] = {
      {&cl_batch_norm_bwd_data_frozen, &cl_batch_norm_bwd_data_frozen_relu}},
     {{&cl_batch_norm_bwd_data_noaffine, &cl_batch_norm_bwd_data_noaffine_relu},
      {&cl_batch_norm_bwd_data, &cl_batch_norm_bwd_data_relu}}};
-// Whether a batch tensor of a pass is bf16 (Layer::reads_bf16, writes_bf16: x and dx on the input side; y, dy and
-// the fused ReLU's output on the output side), fp32 otherwise.
-bool bf16_tensor(const TaskTag& tag, const Tensor& t, const char* what) {
-  if (t.dtype() == DType::kBFloat16) return true;
-  check_dtype(tag, t, DType::kFloat32, what);
-  return false;
-}
-
-// The codelet of a pass with bf16 tensors: the fp32 one's twin named with "_bf16in" (x, dx), "_bf16out" (y, dy) or
-// "_bf16inout" (both), CPU only, with a performance model of its own.
-runtime::Codelet& with_bf16(runtime::Codelet& cl, bool in, bool out) {
-  if (!in && !out) return cl;
-  return runtime::twin(cl, in && out ? "_bf16inout" : in ? "_bf16in" : "_bf16out");
-}
-
 // The output side of a pass in one type: dy and the fused ReLU's output (y) alike.
 void check_same_dtype(const TaskTag& tag, const char* what, const Tensor& t, const Tensor& like) {
   if (t.dtype() != like.dtype()) check_dtype(tag, t, like.dtype(), what);

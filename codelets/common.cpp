@@ -24,4 +24,15 @@ void check_dtype(const TaskTag& tag, const Tensor& t, DType expected, std::strin
   }
 }
 
+bool bf16_tensor(const TaskTag& tag, const Tensor& t, std::string_view what) {
+  if (t.dtype() == DType::kBFloat16) return true;
+  check_dtype(tag, t, DType::kFloat32, what);
+  return false;
+}
+
+runtime::Codelet& with_bf16(runtime::Codelet& cl, bool in, bool out) {
+  if (!in && !out) return cl;
+  return runtime::twin(cl, in && out ? "_bf16inout" : in ? "_bf16in" : "_bf16out");
+}
+
 }  // namespace dtnn::codelets

@@ -37,13 +37,11 @@ enum class Bias { kWithout, kWith };
 // bf16 batch tensors (core/dtype.hpp's kBFloat16: x and dx, y and dy, where the container stores them in bf16) for
 // the kernels that take fp32, told apart by the buffers' element sizes: an input widened (exactly) into one of the
 // worker's staging buffers (x: 2, y or dy: 0); an output computed in buffer 1 and rounded as stored (store_output).
-// oneDNN reads and writes bf16 itself. Such tasks come under codelets of their own names (with_bf16 below).
+// oneDNN reads and writes bf16 itself. Such tasks come under codelets of their own names (with_bf16, common.hpp).
 constexpr int kStageY = 0, kStageOut = 1, kStageX = 2;
 
-bool bf16_buffer(void* buffer) { return runtime::vector_elemsize(buffer) == sizeof(std::uint16_t); }
-
 const float* fp32_input(void* buffer, int slot) {
-  if (!bf16_buffer(buffer)) return runtime::vector_ptr(buffer);
+  if (!runtime::vector_is_bf16(buffer)) return runtime::vector_ptr(buffer);
   const std::size_t count = runtime::vector_size(buffer);
   float* staged = kernels::cpu::bf16_staging(slot, count);
   kernels::cpu::bf16_to_floats(runtime::vector_ptr_as<const std::uint16_t>(buffer), count, staged);
@@ -51,12 +49,12 @@ const float* fp32_input(void* buffer, int slot) {
 }
 
 float* fp32_output(void* buffer) {
-  return bf16_buffer(buffer) ? kernels::cpu::bf16_staging(kStageOut, runtime::vector_size(buffer))
+  return runtime::vector_is_bf16(buffer) ? kernels::cpu::bf16_staging(kStageOut, runtime::vector_size(buffer))
                              : runtime::vector_ptr(buffer);
 }
 
 void store_output(void* buffer, const float* computed) {
-  if (bf16_buffer(buffer)) {
+  if (runtime::vector_is_bf16(buffer)) {
     kernels::cpu::floats_to_bf16(computed, runtime::vector_size(buffer), runtime::vector_ptr_as<std::uint16_t>(buffer));
   }
 }
@@ -156,15 +154,15 @@ void conv2d_fwd_onednn_cpu(void** buffers, void* cl_arg) {
   const float* b = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_fwd_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
                                        runtime::vector_ptr(buffers[1]), b, a.relu,
-                                       runtime::vector_ptr_as<void>(buffers[2]), bf16_buffer(buffers[0]),
-                                       bf16_buffer(buffers[2]));
+                                       runtime::vector_ptr_as<void>(buffers[2]), runtime::vector_is_bf16(buffers[0]),
+                                       runtime::vector_is_bf16(buffers[2]));
 }
 
 void conv2d_bwd_data_onednn_cpu(void** buffers, void* cl_arg) {
   const auto& a = runtime::task_args<ConvArgs>(cl_arg);
   kernels::cpu::conv2d_bwd_data_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
                                             runtime::vector_ptr(buffers[1]), runtime::vector_ptr_as<void>(buffers[2]),
-                                            bf16_buffer(buffers[2]), bf16_buffer(buffers[0]));
+                                            runtime::vector_is_bf16(buffers[2]), runtime::vector_is_bf16(buffers[0]));
 }
 
 template <Bias B>
@@ -173,8 +171,8 @@ void conv2d_bwd_weights_onednn_cpu(void** buffers, void* cl_arg) {
   float* db = B == Bias::kWith ? runtime::vector_ptr(buffers[3]) : nullptr;
   kernels::cpu::conv2d_bwd_weights_onednn_bf16(a.shape, runtime::vector_ptr_as<const void>(buffers[0]),
                                                runtime::vector_ptr_as<const void>(buffers[1]),
-                                               runtime::vector_ptr(buffers[2]), db, bf16_buffer(buffers[0]),
-                                               bf16_buffer(buffers[1]));
+                                               runtime::vector_ptr(buffers[2]), db, runtime::vector_is_bf16(buffers[0]),
+                                               runtime::vector_is_bf16(buffers[1]));
 }
 
 #ifdef DTNN_HAVE_CUDA
@@ -449,26 +447,14 @@ void check_onednn(const TaskTag& tag, ConvAlgorithm a, Precision p) {
   }
 }
 
-// Whether a pass's batch tensor is bf16 (core/dtype.hpp's kBFloat16): the layer's input side (x, dx) or output side
-// (y, dy) stored in bf16 by its container (Layer::reads_bf16, writes_bf16), only in a bf16 precision; fp32 otherwise.
+// common.hpp's bf16_tensor, only in a bf16 precision (whose codelets serve bf16 tensors).
 bool bf16_tensor(const TaskTag& tag, const Tensor& t, const char* what, Precision p) {
-  if (t.dtype() != DType::kBFloat16) {
-    check_dtype(tag, t, DType::kFloat32, what);
-    return false;
-  }
+  if (!codelets::bf16_tensor(tag, t, what)) return false;
   if (!is_bf16(p)) {
     throw InvalidArgument(std::string(tag.layer) + ": " + what + " in bfloat16 with precision " + to_string(p) +
                           ", expected a bf16 precision or a float32 " + what);
   }
   return true;
-}
-
-// The codelet of a pass with bf16 tensors: the fp32 one's twin named with "_bf16in" (x or dx in bf16), "_bf16out" (y
-// or dy) or "_bf16inout" (both), so that each kind has its own performance model; the CPU bodies tell the element
-// types apart by the buffers' element sizes.
-runtime::Codelet& with_bf16(runtime::Codelet& cl, bool in, bool out) {
-  if (!in && !out) return cl;
-  return runtime::twin(cl, in && out ? "_bf16inout" : in ? "_bf16in" : "_bf16out");
 }
 
 ConvArgs tile_args(const Conv2dShape& shape, const Tensor& batch, int tile, int relu) {

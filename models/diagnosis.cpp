@@ -2,12 +2,11 @@
 #include "models/diagnosis.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstdint>
 
 #include <fmt/format.h>
 
+#include "codelets/cpu/bf16.hpp"
 #include "codelets/gather_batch.hpp"
 #include "models/train_step.hpp"
 #include "core/errors.hpp"
@@ -21,7 +20,7 @@ std::vector<float> float_values(const Tensor& t) {
   if (t.dtype() != DType::kBFloat16) return t.to_vector();
   const std::vector<bfloat16> h = t.values_as<bfloat16>();
   std::vector<float> v(h.size());
-  for (std::size_t i = 0; i < h.size(); ++i) v[i] = std::bit_cast<float>(static_cast<std::uint32_t>(h[i].bits) << 16);
+  for (std::size_t i = 0; i < h.size(); ++i) v[i] = kernels::cpu::bf16_to_float(h[i].bits);
   return v;
 }
 

@@ -120,6 +120,8 @@ T* vector_ptr_as(void* buffer) {
 }
 inline std::size_t vector_size(void* buffer) { return STARPU_VECTOR_GET_NX(buffer); }
 inline std::size_t vector_elemsize(void* buffer) { return STARPU_VECTOR_GET_ELEMSIZE(buffer); }
+// A buffer of bf16 values (core/dtype.hpp's kBFloat16: 16-bit elements), for the bodies that serve fp32 and bf16.
+inline bool vector_is_bf16(void* buffer) { return STARPU_VECTOR_GET_ELEMSIZE(buffer) == 2; }
 inline std::size_t vector_bytes(void* buffer) {
   return STARPU_VECTOR_GET_NX(buffer) * STARPU_VECTOR_GET_ELEMSIZE(buffer);
 }

@@ -5,6 +5,7 @@
 // even and computes on the exact values of what it reads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -57,6 +58,22 @@ std::int64_t bytes(const std::vector<Tensor>& tensors) {
   std::int64_t b = 0;
   for (const Tensor& t : tensors) b += t.defined() ? t.bytes() : 0;
   return b;
+}
+
+// The values of a bf16 tensor, widened (exactly); each must be float_to_bf16 of `computed`'s value at its index (the
+// fp32 result of the same pass), or the test fails at the first that is not.
+std::vector<float> widened_rounding_of(const Tensor& stored, const std::vector<float>& computed) {
+  const std::vector<bfloat16> h = stored.values_as<bfloat16>();
+  EXPECT_EQ(h.size(), computed.size());
+  std::vector<float> v(h.size());
+  for (std::size_t i = 0; i < h.size() && i < computed.size(); ++i) {
+    if (h[i].bits != kernels::cpu::float_to_bf16(computed[i])) {
+      ADD_FAILURE() << "element " << i << ": stored " << h[i].bits << ", expected " << computed[i] << " rounded";
+      break;
+    }
+    v[i] = kernels::cpu::bf16_to_float(h[i].bits);
+  }
+  return v;
 }
 
 TEST(Bf16ActivationsTest, OnlyTheTensorsBetweenConvolutionsAndBatchNormsAreBf16) {
@@ -118,16 +135,13 @@ TEST(Bf16ActivationsTest, ConvolutionRoundsItsOutputAndBatchNormReadsItsValues) 
   const PassContext ctx{1, 0, 0};
   net.forward(acts, ctx);
   conv.forward(conv_acts, ctx);
-  const std::vector<bfloat16> y16 = acts[1].values_as<bfloat16>();
   const std::vector<float> y32 = conv_acts[1].to_vector();
-  std::vector<float> widened(y16.size());
+  const std::vector<float> widened = widened_rounding_of(acts[1], y32);
+  ASSERT_FALSE(HasFailure());
   std::size_t rounded_away = 0;
-  for (std::size_t i = 0; i < y16.size(); ++i) {
-    ASSERT_EQ(y16[i].bits, kernels::cpu::float_to_bf16(y32[i])) << i;
-    widened[i] = kernels::cpu::bf16_to_float(y16[i].bits);
-    rounded_away += widened[i] != y32[i] ? 1 : 0;
-  }
-  EXPECT_GT(rounded_away, y16.size() / 2) << "the fp32 outputs were bf16 values already: the test would say nothing";
+  for (std::size_t i = 0; i < widened.size(); ++i) rounded_away += widened[i] != y32[i] ? 1 : 0;
+  EXPECT_GT(rounded_away, widened.size() / 2)
+      << "the fp32 outputs were bf16 values already: the test would say nothing";
   bn_acts[0].copy_from(widened);
   bn.forward(bn_acts, ctx);
   EXPECT_TRUE(bitwise_equal(acts[2].to_vector(), bn_acts[1].to_vector())) << "BatchNorm on the bf16 values";
@@ -183,16 +197,10 @@ TEST(Bf16ActivationsTest, BatchNormRoundsItsOutputAndConvolutionReadsItsValues) 
   const PassContext ctx{1, 0, 0};
   net.forward(acts, ctx);
   bn.forward(bn_acts, ctx);
-  const std::vector<bfloat16> y16 = acts[2].values_as<bfloat16>();
-  const std::vector<float> y32 = bn_acts[2].to_vector();
-  std::vector<float> widened(y16.size());
-  std::size_t zeros = 0;
-  for (std::size_t i = 0; i < y16.size(); ++i) {
-    ASSERT_EQ(y16[i].bits, kernels::cpu::float_to_bf16(y32[i])) << i;
-    widened[i] = kernels::cpu::bf16_to_float(y16[i].bits);
-    zeros += widened[i] == 0.0f ? 1 : 0;
-  }
-  EXPECT_GT(zeros, 0u) << "no value below the ReLU: its mask would not be tested";
+  const std::vector<float> widened = widened_rounding_of(acts[2], bn_acts[2].to_vector());
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(std::count(widened.begin(), widened.end(), 0.0f), 0)
+      << "no value below the ReLU: its mask would not be tested";
   conv_acts[0].copy_from(widened);
   conv.forward(conv_acts, ctx);
   EXPECT_TRUE(bitwise_equal(acts[3].to_vector(), conv_acts[2].to_vector())) << "the convolution of the bf16 values";
@@ -204,9 +212,8 @@ TEST(Bf16ActivationsTest, BatchNormRoundsItsOutputAndConvolutionReadsItsValues) 
   net.backward(acts, grads, ctx, nullptr);
   conv.backward(conv_acts, conv_grads, ctx, nullptr);
   runtime::Engine::current()->wait_all();
-  const std::vector<bfloat16> g16 = grads[2].values_as<bfloat16>();
-  const std::vector<float> g32 = conv_grads[1].to_vector();
-  for (std::size_t i = 0; i < g16.size(); ++i) ASSERT_EQ(g16[i].bits, kernels::cpu::float_to_bf16(g32[i])) << i;
+  const std::vector<float> g = widened_rounding_of(grads[2], conv_grads[1].to_vector());
+  ASSERT_FALSE(HasFailure());
   for (std::size_t i = 0; i < 2; ++i) {  // the weight gradients from the bf16 input
     EXPECT_TRUE(bitwise_equal(net.layer(2).parameters()[i]->grad.to_vector(),
                               conv.layer(1).parameters()[i]->grad.to_vector()))
@@ -214,8 +221,6 @@ TEST(Bf16ActivationsTest, BatchNormRoundsItsOutputAndConvolutionReadsItsValues) 
   }
   // The BatchNorm's backward from the bf16 gradient and its bf16 output as the ReLU's mask: its weight and bias
   // gradients are those of the fp32 BatchNorm given the widened gradient.
-  std::vector<float> g(g16.size());
-  for (std::size_t i = 0; i < g.size(); ++i) g[i] = kernels::cpu::bf16_to_float(g16[i].bits);
   bn_grads[2].copy_from(g);
   bn.backward(bn_acts, bn_grads, ctx, nullptr);
   runtime::Engine::current()->wait_all();
